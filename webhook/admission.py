@@ -1,0 +1,100 @@
+"""From a parsed AdmissionReview request to a response: which requests are judged, and how.
+
+Transport-free (the server passes decoded JSON in and serialises what comes out), so the
+decision table below is tested without sockets and reused by the benchmark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from . import policy, review
+from .policy import Policy, ShapeError, Verdict
+from .review import Request
+
+EPHEMERAL = "ephemeralcontainers"
+
+
+@dataclass(slots=True)
+class Outcome:
+    """The response plus what metrics want to know about it."""
+
+    response: dict[str, Any]
+    decision: str  # "allowed" | "denied" | "patched" | "skipped" | "malformed"
+    verdict: Verdict | None = None
+
+    def counted(self) -> list[tuple[str, str]]:
+        """(rule, mode) per violation, for metrics."""
+        v = self.verdict
+        if v is None:
+            return []
+        return [(x.rule, "deny") for x in v.deny] + [(x.rule, "warn") for x in v.warn] + [
+            (x.rule, "audit") for x in v.audit
+        ]
+
+
+def _skipped(req: Request) -> Outcome:
+    return Outcome(review.allowed(req), "skipped")
+
+
+def _malformed(req: Request, exc: ShapeError) -> Outcome:
+    message = f"gpu-policy cannot judge this {req.kind}: {exc.path} {exc.problem}"
+    return Outcome(review.denied(req, message, code=400), "malformed")
+
+
+def _out_of_scope(req: Request, p: Policy) -> bool:
+    if req.operation not in ("CREATE", "UPDATE"):
+        return True  # DELETE and CONNECT carry nothing we police
+    if req.namespace in p.exempt_namespaces:
+        return True
+    # Of the subresources only pods/ephemeralcontainers changes what we police
+    # (`kubectl debug` adds containers through it); status, scale, binding... do not.
+    return bool(req.sub_resource) and not (req.kind == "Pod" and req.sub_resource == EPHEMERAL)
+
+
+def validate(req: Request, p: Policy) -> Outcome:
+    if _out_of_scope(req, p):
+        return _skipped(req)
+    obj = req.object
+    try:
+        pod = policy.view(obj, req.group, req.kind, p)
+    except ShapeError as exc:
+        return _malformed(req, exc)
+    if pod is None:
+        return _skipped(req)  # a kind we do not police
+    old = None
+    if req.operation == "UPDATE" and not req.sub_resource:
+        metadata = obj.get("metadata")
+        if isinstance(metadata, Mapping) and metadata.get("deletionTimestamp"):
+            return _skipped(req)  # finalizers must be removable from anything being deleted
+        try:
+            old = policy.view(req.old_object, req.group, req.kind, p)
+        except ShapeError:
+            old = None  # an unreadable old object grandfathers nothing
+    verdict = policy.judge(pod, p, old)
+    warnings = verdict.warnings()
+    audit = verdict.audit_annotations()
+    if verdict.deny:
+        return Outcome(
+            review.denied(req, verdict.message(), warnings=warnings, audit=audit), "denied", verdict
+        )
+    return Outcome(review.allowed(req, warnings=warnings, audit=audit), "allowed", verdict)
+
+
+def mutate(req: Request, p: Policy) -> Outcome:
+    # Pod spec fields we touch are immutable after creation, so only CREATE is mutated.
+    if req.operation != "CREATE" or req.sub_resource or req.kind != "Pod" or req.group:
+        return _skipped(req)
+    if req.namespace in p.exempt_namespaces:
+        return _skipped(req)
+    try:
+        pod = policy.view(req.object, "", "Pod", p)
+    except ShapeError as exc:
+        return _malformed(req, exc)
+    assert pod is not None
+    result = policy.mutate(pod, p)
+    if not result.ops:
+        return Outcome(review.allowed(req, warnings=result.warnings), "allowed")
+    return Outcome(review.allowed(req, warnings=result.warnings, patch=result.ops), "patched")

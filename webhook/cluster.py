@@ -1,0 +1,34 @@
+"""What the webhook asks the cluster, once, at start-up (never per request)."""
+
+from __future__ import annotations
+
+import logging
+
+from .config import parse_version
+
+log = logging.getLogger("gpu-policy.cluster")
+
+
+def detect_version(timeout: float = 5.0) -> tuple[int, int] | None:
+    """(major, minor) from the API server's /version gitVersion, or None when it cannot be read.
+
+    None means "unknown", which skips version-gated mutations rather than guessing.
+    """
+    try:
+        from kubernetes import client, config  # imported lazily: heavy, and only needed here
+
+        try:
+            config.load_incluster_config()  # type: ignore[no-untyped-call]
+        except config.ConfigException:
+            config.load_kube_config()  # type: ignore[no-untyped-call]
+        info = client.VersionApi().get_code(_request_timeout=timeout)
+        git_version = str(info.git_version)
+    except Exception as exc:  # no cluster, no kubeconfig, RBAC, network: all mean "unknown"
+        log.warning("clusterVersion=auto: cannot read /version (%s); version-gated mutations are skipped", exc)
+        return None
+    version = parse_version(git_version)
+    if version is None:
+        log.warning("clusterVersion=auto: cannot parse gitVersion %r; version-gated mutations are skipped", git_version)
+    else:
+        log.info("cluster version %d.%d (gitVersion %s)", version[0], version[1], git_version)
+    return version

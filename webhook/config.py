@@ -1,0 +1,230 @@
+"""The one place configuration is defined, defaulted and validated.
+
+A config file is YAML with the keys in `DEFAULTS`. Unknown keys and bad values stop
+start-up with every problem listed at once, each naming its key path: a typo that is
+silently ignored is a policy that is silently off.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .policy import RULE_IDS, Mode, Policy
+
+# Every key, with its default. The README's configuration reference documents each one.
+DEFAULTS: dict[str, Any] = {
+    "rules": dict.fromkeys(RULE_IDS, "deny"),
+    "sharedGpu": True,
+    "gpuResourceName": "nvidia.com/gpu",
+    "exemptNamespaces": ["kube-system"],
+    "webhookNamespace": None,
+    "clusterVersion": "auto",
+    "ldLibraryPath": {"enabled": True, "path": "/usr/local/nvidia/lib64", "whenUnset": "inject"},
+    "acceleratorNodeSelector": {"labelKey": "accelerator", "default": None},
+    "optOutAnnotation": "gpu-policy.io/mutate",
+    "server": {"maxRequestBytes": 8 * 1024 * 1024, "certReloadSeconds": 10.0},
+}
+
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.\d+)?")
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+class ConfigError(ValueError):
+    """One or more problems with a configuration, each naming its key."""
+
+    def __init__(self, problems: list[str], source: str = "config") -> None:
+        self.problems = problems
+        super().__init__("\n".join(f"{source}: {p}" for p in problems))
+
+
+def parse_version(text: str) -> tuple[int, int] | None:
+    """(major, minor) from any gitVersion spelling: "1.27", "v1.19.10-r0-CCE21.11.1.B006".
+
+    `minor` from /version can read "17+", so versions are always taken from gitVersion.
+    """
+    match = _VERSION.match(text.strip())
+    return (int(match[1]), int(match[2])) if match else None
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Configuration resolved for the server and the CLI."""
+
+    policy: Policy
+    # "auto": ask the API server's /version at start-up; otherwise the version is in the policy.
+    cluster_version_auto: bool
+    max_request_bytes: int
+    cert_reload_seconds: float
+
+    def with_cluster_version(self, version: tuple[int, int] | None) -> Settings:
+        return replace(self, policy=replace(self.policy, cluster_version=version), cluster_version_auto=False)
+
+
+def load(path: str | os.PathLike[str] | None, environ: Mapping[str, str] | None = None) -> Settings:
+    """Read and validate a config file; None means all defaults."""
+    environ = os.environ if environ is None else environ
+    if path is None:
+        return from_mapping({}, environ=environ)
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([f"cannot read file: {exc.strerror or exc}"], source) from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError([f"not valid YAML: {exc}"], source) from exc
+    if data is None:
+        data = {}
+    return from_mapping(data, environ=environ, source=source)
+
+
+def from_mapping(data: Any, *, environ: Mapping[str, str] | None = None, source: str = "config") -> Settings:
+    environ = os.environ if environ is None else environ
+    problems: list[str] = []
+    if not isinstance(data, Mapping):
+        raise ConfigError([f"must be a mapping of keys, got {type(data).__name__}"], source)
+    merged = _merge(DEFAULTS, data, "", problems)
+    settings = _build(merged, environ, problems) if not problems else None
+    if problems or settings is None:
+        raise ConfigError(problems, source)
+    return settings
+
+
+def _merge(defaults: Mapping[str, Any], given: Mapping[str, Any], prefix: str, problems: list[str]) -> dict[str, Any]:
+    out = dict(defaults)
+    for key, value in given.items():
+        where = f"{prefix}{key}"
+        if key not in defaults:
+            hint = difflib.get_close_matches(str(key), list(defaults), n=1)
+            problems.append(f"{where}: unknown key" + (f" (did you mean {prefix}{hint[0]}?)" if hint else ""))
+            continue
+        default = defaults[key]
+        if isinstance(default, dict):
+            if not isinstance(value, Mapping):
+                problems.append(f"{where}: must be a mapping, got {_kind(value)}")
+                continue
+            out[key] = _merge(default, value, f"{where}.", problems)
+        else:
+            out[key] = value
+    return out
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _expect(problems: list[str], key: str, value: Any, kind: type | tuple[type, ...], what: str) -> bool:
+    if isinstance(value, bool) and kind is not bool and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+        problems.append(f"{key}: must be {what}, got bool")
+        return False
+    if not isinstance(value, kind):
+        problems.append(f"{key}: must be {what}, got {_kind(value)}")
+        return False
+    return True
+
+
+def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -> Settings | None:
+    modes: dict[str, Mode] = {}
+    allowed_modes = ", ".join(m.value for m in Mode)
+    for rule, mode in c["rules"].items():
+        try:
+            modes[rule] = Mode(mode)
+        except ValueError:
+            problems.append(f"rules.{rule}: must be one of {allowed_modes}, got {mode!r}")
+
+    _expect(problems, "sharedGpu", c["sharedGpu"], bool, "true or false")
+    if _expect(problems, "gpuResourceName", c["gpuResourceName"], str, "a string") and not _LABEL_KEY.match(
+        c["gpuResourceName"]
+    ):
+        problems.append(f"gpuResourceName: {c['gpuResourceName']!r} is not a valid resource name")
+
+    exempt: set[str] = set()
+    if _expect(problems, "exemptNamespaces", c["exemptNamespaces"], list, "a list of namespace names"):
+        for i, ns in enumerate(c["exemptNamespaces"]):
+            if not isinstance(ns, str) or not _NAMESPACE.match(ns):
+                problems.append(f"exemptNamespaces[{i}]: {ns!r} is not a namespace name")
+            else:
+                exempt.add(ns)
+    own = c["webhookNamespace"] if c["webhookNamespace"] is not None else environ.get("POD_NAMESPACE")
+    if own is not None:
+        if not isinstance(own, str) or not _NAMESPACE.match(own):
+            problems.append(f"webhookNamespace: {own!r} is not a namespace name")
+        else:
+            exempt.add(own)  # the webhook must never judge the pods that bring it back up
+
+    version: tuple[int, int] | None = None
+    auto = False
+    cv = c["clusterVersion"]
+    if not isinstance(cv, str):
+        problems.append(f'clusterVersion: must be "auto", "unknown" or a version such as "1.27", got {_kind(cv)}')
+    elif cv == "auto":
+        auto = True
+    elif cv != "unknown":
+        version = parse_version(cv)
+        if version is None:
+            problems.append(f'clusterVersion: {cv!r} is not "auto", "unknown" or a version such as "1.27"')
+
+    ld = c["ldLibraryPath"]
+    _expect(problems, "ldLibraryPath.enabled", ld["enabled"], bool, "true or false")
+    if _expect(problems, "ldLibraryPath.path", ld["path"], str, "an absolute path") and (
+        not ld["path"].startswith("/") or ":" in ld["path"]
+    ):
+        problems.append(f"ldLibraryPath.path: {ld['path']!r} must be an absolute path without ':'")
+    if ld["whenUnset"] not in ("inject", "warn"):
+        problems.append(f"ldLibraryPath.whenUnset: must be inject or warn, got {ld['whenUnset']!r}")
+
+    acc = c["acceleratorNodeSelector"]
+    if _expect(problems, "acceleratorNodeSelector.labelKey", acc["labelKey"], str, "a label key") and not (
+        _LABEL_KEY.match(acc["labelKey"])
+    ):
+        problems.append(f"acceleratorNodeSelector.labelKey: {acc['labelKey']!r} is not a valid label key")
+    default = acc["default"]
+    if default is not None and (not isinstance(default, str) or len(default) > 63):
+        problems.append("acceleratorNodeSelector.default: must be null or a label value such as nvidia-t4")
+
+    if _expect(problems, "optOutAnnotation", c["optOutAnnotation"], str, "an annotation key") and not (
+        _LABEL_KEY.match(c["optOutAnnotation"])
+    ):
+        problems.append(f"optOutAnnotation: {c['optOutAnnotation']!r} is not a valid annotation key")
+
+    server = c["server"]
+    max_bytes = server["maxRequestBytes"]
+    if _expect(problems, "server.maxRequestBytes", max_bytes, int, "an integer") and max_bytes < 64 * 1024:
+        problems.append("server.maxRequestBytes: must be at least 65536 (admission bodies reach several MiB)")
+    reload_s = server["certReloadSeconds"]
+    if _expect(problems, "server.certReloadSeconds", reload_s, (int, float), "a number of seconds") and not (
+        0 < reload_s <= 3600
+    ):
+        problems.append("server.certReloadSeconds: must be between 0 and 3600")
+
+    if problems:
+        return None
+    policy = Policy(
+        modes=modes,
+        shared_gpu=c["sharedGpu"],
+        resource_name=c["gpuResourceName"],
+        exempt_namespaces=frozenset(exempt),
+        cluster_version=version,
+        ld_library_path_enabled=ld["enabled"],
+        ld_library_path=ld["path"],
+        ld_library_path_when_unset=ld["whenUnset"],
+        accelerator_label=acc["labelKey"],
+        accelerator_default=default or None,
+        opt_out_annotation=c["optOutAnnotation"],
+    )
+    return Settings(
+        policy=policy,
+        cluster_version_auto=auto,
+        max_request_bytes=max_bytes,
+        cert_reload_seconds=float(reload_s),
+    )

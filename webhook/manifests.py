@@ -1,0 +1,103 @@
+"""Reading manifests for `gpu-policy check` and `mutate`: files, folders, stdin; YAML or JSON.
+
+Every object is tagged with where it came from (file and 1-based document number, plus
+the item index inside a `kind: List`), because an error that does not say where is
+an error nobody can fix.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SUFFIXES = (".yaml", ".yml", ".json")
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    source: str
+    index: int  # 1-based document number within the file
+    item: int | None  # 0-based index inside a List, if any
+    obj: Any
+
+    @property
+    def where(self) -> str:
+        text = f"{self.source} (document {self.index}"
+        if self.item is not None:
+            text += f", items[{self.item}]"
+        return text + ")"
+
+
+@dataclass(frozen=True, slots=True)
+class InputError:
+    where: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}"
+
+
+def _files(path: str) -> Iterator[tuple[str, str] | InputError]:
+    if path == "-":
+        yield "<stdin>", sys.stdin.read()
+        return
+    p = Path(path)
+    if p.is_dir():
+        found = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in SUFFIXES)
+        if not found:
+            yield InputError(path, "folder holds no .yaml, .yml or .json files")
+        for f in found:
+            yield from _files(str(f))
+        return
+    try:
+        yield str(p), p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        yield InputError(path, f"cannot read: {getattr(exc, 'strerror', None) or exc}")
+
+
+def read(paths: list[str]) -> Iterator[Document | InputError]:
+    for entry in (f for path in paths for f in _files(path)):
+        if isinstance(entry, InputError):
+            yield entry
+            continue
+        source, text = entry
+        yield from _documents(source, text)
+
+
+def _documents(source: str, text: str) -> Iterator[Document | InputError]:
+    index = 0
+    loader = yaml.safe_load_all(text)  # JSON is YAML too
+    while True:
+        index += 1
+        try:
+            obj = next(loader)
+        except StopIteration:
+            return
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+            problem = getattr(exc, "problem", None) or str(exc)
+            yield InputError(f"{source} (document {index})", f"not valid YAML{line}: {problem}")
+            return  # the parser cannot resynchronise after an error
+        if obj is None:
+            continue  # an empty document ("---" at the end) is not an object
+        if not isinstance(obj, Mapping):
+            yield InputError(f"{source} (document {index})", f"expected an object, got {type(obj).__name__}")
+            continue
+        if obj.get("kind") == "List" or (isinstance(obj.get("kind"), str) and obj["kind"].endswith("List")):
+            items = obj.get("items")
+            if not isinstance(items, list):
+                yield InputError(f"{source} (document {index})", "items: must be a list in a List")
+                continue
+            for i, item in enumerate(items):
+                if isinstance(item, Mapping):
+                    yield Document(source, index, i, item)
+                else:
+                    yield InputError(f"{source} (document {index}, items[{i}])", "expected an object")
+            continue
+        yield Document(source, index, None, obj)

@@ -1,0 +1,68 @@
+"""ld-library-path: on clusters below v1.28, GPU containers find the driver on LD_LIBRARY_PATH.
+
+Before v1.28 the managed cloud's GPU add-on mounts the driver at /usr/local/nvidia/lib64
+and relies on the container's LD_LIBRARY_PATH to find it. For every container that
+requests a GPU:
+  - no LD_LIBRARY_PATH in the spec: add LD_LIBRARY_PATH=<dir> (or only warn, with
+    ldLibraryPath.whenUnset=warn), and warn that a pod-spec value replaces the image's;
+  - a literal value without <dir>: append ":<dir>" to the entry the runtime uses (the last);
+  - a valueFrom value: left alone (we cannot see it), with a warning.
+Idempotent: a value that already lists <dir> is never touched again.
+"""
+
+from __future__ import annotations
+
+from ..objects import PodView, env_entries
+from ..patch import Op, append_env, replace
+from ..types import Policy
+
+ID = "ld-library-path"
+NAME = "LD_LIBRARY_PATH"
+CUTOFF = (1, 28)
+
+
+def applies(policy: Policy) -> bool:
+    return (
+        policy.ld_library_path_enabled
+        and policy.cluster_version is not None
+        and policy.cluster_version < CUTOFF
+    )
+
+
+def mutate(view: PodView, policy: Policy) -> tuple[list[Op], list[str]]:
+    if not applies(policy):
+        return [], []
+    ops: list[Op] = []
+    warnings: list[str] = []
+    directory = policy.ld_library_path.rstrip("/") or "/"
+    major, minor = policy.cluster_version or (0, 0)
+    version = f"v{major}.{minor}"
+    for c in view.containers:
+        if c.kind == "ephemeralContainers" or c.gpu is None or c.gpu <= 0:
+            continue
+        entries = env_entries(c, NAME)
+        where = f'container "{c.name}"'
+        if not entries:
+            if policy.ld_library_path_when_unset != "inject":
+                warnings.append(
+                    f"{ID}: {where} requests a GPU on {version} but does not set {NAME}; "
+                    f"make sure the image's {NAME} includes {directory}"
+                )
+                continue
+            ops.append(append_env(c.pointer, c.env is not None, {"name": NAME, "value": directory}))
+            warnings.append(
+                f"{ID}: injected {NAME}={directory} into {where} ({version} mounts the GPU driver there); "
+                f"a pod-spec {NAME} replaces any value baked into the image"
+            )
+            continue
+        index, entry = entries[-1]  # the last duplicate is the one the runtime uses
+        if entry.get("valueFrom") is not None:
+            warnings.append(f"{ID}: {where} sets {NAME} through valueFrom; make sure it includes {directory}")
+            continue
+        value = entry.get("value") or ""
+        if directory in (part.rstrip("/") or "/" for part in value.split(":")):
+            continue
+        new_value = f"{value}:{directory}" if value else directory
+        ops.append(replace(f"{c.pointer}/env/{index}/value", new_value))
+        warnings.append(f"{ID}: appended {directory} to {NAME} of {where} ({version} mounts the GPU driver there)")
+    return ops, warnings

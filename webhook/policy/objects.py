@@ -1,0 +1,260 @@
+"""Finding the pod spec inside an object and reading it into a checked, flat view.
+
+Rules never walk raw dicts themselves: `build_view` walks each object once, checks the
+type of every field a rule reads, and raises `ShapeError` naming the field path when
+something is not what the Kubernetes API allows. That keeps the rules short and makes
+"malformed" a clear error instead of a silent allow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from .quantity import QuantityError, parse_quantity
+from .types import Policy
+
+# (API group, kind) -> keys leading from the object to its pod template ({metadata, spec}).
+# An empty tuple means the object is itself a pod.
+TEMPLATE_PATHS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("", "Pod"): (),
+    ("", "PodTemplate"): ("template",),
+    ("", "ReplicationController"): ("spec", "template"),
+    ("apps", "Deployment"): ("spec", "template"),
+    ("apps", "ReplicaSet"): ("spec", "template"),
+    ("apps", "StatefulSet"): ("spec", "template"),
+    ("apps", "DaemonSet"): ("spec", "template"),
+    ("batch", "Job"): ("spec", "template"),
+    ("batch", "CronJob"): ("spec", "jobTemplate", "spec", "template"),
+}
+
+CONTAINER_KINDS: tuple[tuple[str, str], ...] = (
+    ("initContainers", "init container"),
+    ("containers", "container"),
+    ("ephemeralContainers", "ephemeral container"),
+)
+
+
+class ShapeError(ValueError):
+    """The object does not have the shape the Kubernetes API gives it."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
+@dataclass(slots=True)
+class Container:
+    """One container of any kind, with the fields the rules read already type-checked."""
+
+    kind: str  # "containers" | "initContainers" | "ephemeralContainers"
+    label: str  # "container" | "init container" | "ephemeral container"
+    index: int
+    name: str
+    path: str  # "spec.template.spec.containers[0]"
+    pointer: str  # "/spec/containers/0" (JSON pointer, used by mutations)
+    raw: Mapping[str, Any]
+    env: list[Mapping[str, Any]] | None
+    limits: Mapping[str, Any] | None
+    requests: Mapping[str, Any] | None
+    security: Mapping[str, Any] | None
+    gpu: Decimal | None  # parsed GPU count (limits, else requests); None when unset or unparsable
+
+
+@dataclass(slots=True)
+class PodView:
+    """A pod spec (of a Pod or of a template) and where it sits in its object."""
+
+    path: str  # field path prefix of the pod spec, e.g. "spec.template.spec"
+    pointer: str  # JSON pointer of the pod spec, e.g. "/spec"
+    metadata: Mapping[str, Any]
+    spec: Mapping[str, Any]
+    containers: list[Container]
+    node_selector: Mapping[str, Any] | None
+    affinity_keys: frozenset[str]  # label keys pinned by required node affinity (In / Exists)
+    is_pod: bool
+
+    @property
+    def requests_gpu(self) -> bool:
+        return any(c.gpu is not None and c.gpu > 0 for c in self.containers)
+
+    def pinned_to(self, label: str) -> bool:
+        """True when the pod can only land on nodes that carry `label`."""
+        if self.node_selector is not None and label in self.node_selector:
+            return True
+        return label in self.affinity_keys
+
+    def is_gpu_pod(self, policy: Policy) -> bool:
+        return self.requests_gpu or self.pinned_to(policy.accelerator_label)
+
+
+def template_keys(group: str, kind: str) -> tuple[str, ...] | None:
+    return TEMPLATE_PATHS.get((group, kind))
+
+
+def group_of(api_version: object) -> str:
+    """"apps/v1" -> "apps"; "v1" -> "" (the core group)."""
+    if not isinstance(api_version, str):
+        return ""
+    return api_version.rpartition("/")[0] if "/" in api_version else ""
+
+
+def _mapping(value: Any, path: str, *, optional: bool = True) -> Mapping[str, Any] | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, Mapping):
+        raise ShapeError(path, f"must be an object, got {_type(value)}")
+    return value
+
+
+def _list(value: Any, path: str) -> list[Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise ShapeError(path, f"must be a list, got {_type(value)}")
+    return value
+
+
+def _type(value: Any) -> str:
+    return {dict: "object", list: "list", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(value), "number" if isinstance(value, int | float) else type(value).__name__
+    )
+
+
+def build_view(obj: Any, keys: tuple[str, ...], policy: Policy) -> PodView:
+    """Walk `obj` down `keys` to its pod template and read it into a `PodView`."""
+    root = _mapping(obj, "object", optional=False)
+    assert root is not None
+    node: Mapping[str, Any] = root
+    path = ""
+    for key in keys:
+        path = f"{path}.{key}" if path else key
+        child = _mapping(node.get(key), path, optional=True)
+        if child is None:
+            raise ShapeError(path, "is required")
+        node = child
+    pointer = "".join(f"/{k}" for k in keys)
+    meta_path = f"{path}.metadata" if path else "metadata"
+    metadata = _mapping(node.get("metadata"), meta_path) or {}
+    spec_path = f"{path}.spec" if path else "spec"
+    spec = _mapping(node.get("spec"), spec_path)
+    if spec is None:
+        raise ShapeError(spec_path, "is required")
+
+    containers: list[Container] = []
+    for kind, label in CONTAINER_KINDS:
+        items = _list(spec.get(kind), f"{spec_path}.{kind}")
+        for index, raw in enumerate(items or ()):
+            containers.append(_container(raw, kind, label, index, spec_path, pointer, policy))
+
+    node_selector = _mapping(spec.get("nodeSelector"), f"{spec_path}.nodeSelector")
+    return PodView(
+        path=spec_path,
+        pointer=f"{pointer}/spec",
+        metadata=metadata,
+        spec=spec,
+        containers=containers,
+        node_selector=node_selector,
+        affinity_keys=_required_affinity_keys(spec.get("affinity"), f"{spec_path}.affinity"),
+        is_pod=not keys,
+    )
+
+
+def _container(
+    raw: Any, kind: str, label: str, index: int, spec_path: str, spec_pointer: str, policy: Policy
+) -> Container:
+    path = f"{spec_path}.{kind}[{index}]"
+    c = _mapping(raw, path, optional=False)
+    assert c is not None
+    name = c.get("name", "")
+    if not isinstance(name, str):
+        raise ShapeError(f"{path}.name", f"must be a string, got {_type(name)}")
+    env = _list(c.get("env"), f"{path}.env")
+    for i, entry in enumerate(env or ()):
+        e = _mapping(entry, f"{path}.env[{i}]", optional=False)
+        assert e is not None
+        if not isinstance(e.get("name"), str):
+            raise ShapeError(f"{path}.env[{i}].name", "must be a string")
+        value = e.get("value")
+        if value is not None and not isinstance(value, str):
+            raise ShapeError(f"{path}.env[{i}].value", f"must be a string, got {_type(value)}")
+    resources = _mapping(c.get("resources"), f"{path}.resources") or {}
+    limits = _mapping(resources.get("limits"), f"{path}.resources.limits")
+    requests = _mapping(resources.get("requests"), f"{path}.resources.requests")
+    security = _mapping(c.get("securityContext"), f"{path}.securityContext")
+    if security is not None:
+        caps = _mapping(security.get("capabilities"), f"{path}.securityContext.capabilities")
+        if caps is not None:
+            for i, cap in enumerate(_list(caps.get("add"), f"{path}.securityContext.capabilities.add") or ()):
+                if not isinstance(cap, str):
+                    raise ShapeError(f"{path}.securityContext.capabilities.add[{i}]", "must be a string")
+        privileged = security.get("privileged")
+        if privileged is not None and not isinstance(privileged, bool):
+            raise ShapeError(f"{path}.securityContext.privileged", f"must be a boolean, got {_type(privileged)}")
+    return Container(
+        kind=kind,
+        label=label,
+        index=index,
+        name=name,
+        path=path,
+        pointer=f"{spec_pointer}/spec/{kind}/{index}",
+        raw=c,
+        env=env,
+        limits=limits,
+        requests=requests,
+        security=security,
+        gpu=_gpu_count(limits, requests, policy.resource_name),
+    )
+
+
+def _gpu_count(
+    limits: Mapping[str, Any] | None, requests: Mapping[str, Any] | None, resource: str
+) -> Decimal | None:
+    # Limits decide (they are what the device plugin allocates); templates may carry
+    # only one side, so fall back to requests.
+    for side in (limits, requests):
+        if side is not None and resource in side:
+            try:
+                return parse_quantity(side[resource])
+            except QuantityError:
+                return None
+    return None
+
+
+def _required_affinity_keys(affinity: Any, path: str) -> frozenset[str]:
+    aff = _mapping(affinity, path)
+    if not aff:
+        return frozenset()
+    node_aff = _mapping(aff.get("nodeAffinity"), f"{path}.nodeAffinity")
+    if not node_aff:
+        return frozenset()
+    req_path = f"{path}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    required = _mapping(node_aff.get("requiredDuringSchedulingIgnoredDuringExecution"), req_path)
+    if not required:
+        return frozenset()
+    keys: set[str] = set()
+    terms = _list(required.get("nodeSelectorTerms"), f"{req_path}.nodeSelectorTerms") or ()
+    for t, term in enumerate(terms):
+        term_path = f"{req_path}.nodeSelectorTerms[{t}]"
+        term_map = _mapping(term, term_path, optional=False)
+        assert term_map is not None
+        for e, expr in enumerate(_list(term_map.get("matchExpressions"), f"{term_path}.matchExpressions") or ()):
+            expr_map = _mapping(expr, f"{term_path}.matchExpressions[{e}]", optional=False)
+            assert expr_map is not None
+            # Terms are ORed; a pod that may land on a GPU node through any term is a GPU pod.
+            if expr_map.get("operator") in ("In", "Exists") and isinstance(expr_map.get("key"), str):
+                keys.add(expr_map["key"])
+    return frozenset(keys)
+
+
+def env_entries(c: Container, name: str) -> list[tuple[int, Mapping[str, Any]]]:
+    """All entries of `c.env` named `name` (case-sensitive, as the kubelet compares)."""
+    return [(i, e) for i, e in enumerate(c.env or ()) if e.get("name") == name]
+
+
+def quote_key(key: str) -> str:
+    """A resource or label key as Kubernetes prints it in field paths."""
+    return f'["{key}"]' if "/" in key or "." in key else f".{key}"

@@ -1,0 +1,27 @@
+"""Small helpers for building RFC 6902 operations by hand."""
+
+from __future__ import annotations
+
+from typing import Any
+
+Op = dict[str, Any]
+
+
+def escape(token: str) -> str:
+    """RFC 6901: '~' -> '~0' and '/' -> '~1' (nvidia.com/gpu -> nvidia.com~1gpu)."""
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def add(path: str, value: Any) -> Op:
+    return {"op": "add", "path": path, "value": value}
+
+
+def replace(path: str, value: Any) -> Op:
+    return {"op": "replace", "path": path, "value": value}
+
+
+def append_env(container_pointer: str, has_env: bool, entry: dict[str, str]) -> Op:
+    """Append one env entry, creating `env` when the container has none."""
+    if has_env:
+        return add(f"{container_pointer}/env/-", entry)
+    return add(f"{container_pointer}/env", [entry])

@@ -1,0 +1,1 @@
+"""One module per validating rule; `webhook.policy.registry` lists them in message order."""

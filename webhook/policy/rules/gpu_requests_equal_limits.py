@@ -1,0 +1,64 @@
+"""gpu-requests-equal-limits: a GPU request, when given, equals the GPU limit.
+
+Restricted fields: spec.{initContainers,containers}[*].resources.requests["nvidia.com/gpu"]
+Allowed values: absent, or numerically equal to limits["nvidia.com/gpu"] ("1" == "1000m").
+
+Why: GPUs cannot be overcommitted; the device plugin allocates the limit. A request
+without a limit, or one that differs from it, is rejected by upstream object validation
+for Pods but not for custom resources that embed pod templates, nor on clusters whose
+validation was relaxed for GPU sharing. Limits without requests are fine (Pods get the
+request copied from the limit by defaulting; templates legitimately omit it).
+"""
+
+from __future__ import annotations
+
+from ..objects import PodView, quote_key
+from ..quantity import QuantityError, describe, parse_quantity
+from ..types import Policy, Rule, Violation
+
+ID = "gpu-requests-equal-limits"
+
+
+def check(view: PodView, policy: Policy) -> list[Violation]:
+    out: list[Violation] = []
+    resource = policy.resource_name
+    key = quote_key(resource)
+    for c in view.containers:
+        if c.requests is None or resource not in c.requests:
+            continue
+        requested = c.requests[resource]
+        path = f"{c.path}.resources.requests{key}"
+        if c.limits is None or resource not in c.limits:
+            out.append(
+                Violation(
+                    rule=ID,
+                    path=path,
+                    detail=f"is {describe(requested)} but limits{key} is not set",
+                    fix=f"set resources.limits{key} (GPUs are requested through limits; requests may be dropped)",
+                    container=c.name,
+                    container_kind=c.label,
+                    value=describe(requested),
+                )
+            )
+            continue
+        limit = c.limits[resource]
+        try:
+            equal = parse_quantity(requested) == parse_quantity(limit)
+        except QuantityError:
+            continue  # gpu-quantity reports values that do not parse
+        if not equal:
+            out.append(
+                Violation(
+                    rule=ID,
+                    path=path,
+                    detail=f"is {describe(requested)} but the limit is {describe(limit)}: they must be equal",
+                    fix=f"drop requests{key} or set it to {describe(limit)}",
+                    container=c.name,
+                    container_kind=c.label,
+                    value=describe(requested),
+                )
+            )
+    return out
+
+
+RULE = Rule(id=ID, check=check, summary="requests, when given, equal limits for nvidia.com/gpu")

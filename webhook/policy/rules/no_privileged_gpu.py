@@ -1,0 +1,61 @@
+"""no-privileged-gpu: no privileged container in a pod that runs on GPU nodes.
+
+Restricted fields: spec.{initContainers,containers,ephemeralContainers}[*].securityContext
+  .privileged and .capabilities.add[*]
+Allowed values: privileged false/absent; capabilities without SYS_ADMIN / CAP_SYS_ADMIN /
+ALL (any case).
+Applies to GPU pods: any container with nvidia.com/gpu > 0, or a pod pinned to GPU nodes
+by the accelerator label (nodeSelector or required node affinity with In/Exists).
+
+Why: a privileged container sees every device on the node, so every GPU; the NVIDIA
+runtime treats SYS_ADMIN as privileged too. Ephemeral containers count: `kubectl debug
+--profile=sysadmin` adds a privileged one to a running pod.
+"""
+
+from __future__ import annotations
+
+from ..nvidia import privileged_capability
+from ..objects import PodView
+from ..types import Policy, Rule, Violation
+
+ID = "no-privileged-gpu"
+
+
+def check(view: PodView, policy: Policy) -> list[Violation]:
+    if not any(c.security for c in view.containers) or not view.is_gpu_pod(policy):
+        return []
+    out: list[Violation] = []
+    for c in view.containers:
+        sc = c.security
+        if not sc:
+            continue
+        if sc.get("privileged") is True:
+            out.append(
+                Violation(
+                    rule=ID,
+                    path=f"{c.path}.securityContext.privileged",
+                    detail="is true in a GPU pod: a privileged container sees every GPU on the node",
+                    fix="remove securityContext.privileged (request the GPUs you need instead)",
+                    container=c.name,
+                    container_kind=c.label,
+                    value="true",
+                )
+            )
+        caps = sc.get("capabilities") or {}
+        for i, cap in enumerate(caps.get("add") or ()):
+            if privileged_capability(cap):
+                out.append(
+                    Violation(
+                        rule=ID,
+                        path=f"{c.path}.securityContext.capabilities.add[{i}]",
+                        detail=f'adds "{cap}" in a GPU pod: the NVIDIA runtime treats it as privileged',
+                        fix=f'drop "{cap}" from capabilities.add',
+                        container=c.name,
+                        container_kind=c.label,
+                        value=f'"{cap}"',
+                    )
+                )
+    return out
+
+
+RULE = Rule(id=ID, check=check, summary="no privileged or SYS_ADMIN container in a GPU pod")

@@ -1,0 +1,149 @@
+"""Plain data shared by every rule: the policy settings, violations and verdicts.
+
+Nothing here knows about HTTP, files or the Kubernetes client, so the server and the
+offline `check` command give the same verdicts from the same code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .objects import PodView
+
+GPU_RESOURCE = "nvidia.com/gpu"
+LD_LIBRARY_DIR = "/usr/local/nvidia/lib64"
+
+# Kubernetes may truncate individual admission warnings past this length.
+MAX_WARNING = 256
+
+
+class Mode(StrEnum):
+    """What a rule violation does to the request."""
+
+    DENY = "deny"
+    WARN = "warn"
+    AUDIT = "audit"
+    OFF = "off"
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Every knob the rules and mutations read, resolved once at start-up."""
+
+    modes: dict[str, Mode] = field(default_factory=dict)
+    shared_gpu: bool = True
+    resource_name: str = GPU_RESOURCE
+    exempt_namespaces: frozenset[str] = frozenset({"kube-system"})
+    # (major, minor) of the cluster, or None when unknown: unknown skips version-gated mutations.
+    cluster_version: tuple[int, int] | None = None
+    ld_library_path_enabled: bool = True
+    ld_library_path: str = LD_LIBRARY_DIR
+    ld_library_path_when_unset: str = "inject"  # "inject" | "warn"
+    accelerator_label: str = "accelerator"
+    accelerator_default: str | None = None
+    opt_out_annotation: str = "gpu-policy.io/mutate"
+
+    def mode(self, rule_id: str) -> Mode:
+        return self.modes.get(rule_id, Mode.DENY)
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One broken rule at one field, with what was seen and how to fix it."""
+
+    rule: str
+    path: str
+    detail: str
+    fix: str
+    container: str | None = None
+    container_kind: str | None = None  # "container" | "init container" | "ephemeral container"
+    value: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str, str | None]:
+        # Identity across old and new objects on UPDATE (see `webhook.policy.evaluate`).
+        return (self.rule, self.path, self.value)
+
+    def where(self) -> str:
+        if self.container_kind is None:
+            return "pod"
+        return f'{self.container_kind} "{self.container}"'
+
+    def describe(self, *, with_fix: bool = True) -> str:
+        """The fixed sentence shape every message uses: `rule (where: path detail; fix: ...)`."""
+        text = f"{self.rule} ({self.where()}: {self.path} {self.detail}"
+        if with_fix:
+            text += f"; fix: {self.fix}"
+        return text + ")"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "container": self.container,
+            "containerKind": self.container_kind,
+            "path": self.path,
+            "value": self.value,
+            "detail": self.detail,
+            "fix": self.fix,
+        }
+
+
+CheckFn = Callable[["PodView", Policy], list[Violation]]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A validating rule: a stable id, a pure check and the prose the README shows."""
+
+    id: str
+    check: CheckFn
+    summary: str
+
+
+DENY_PREFIX = "violates GPU policy: "
+WARN_PREFIX = "would violate GPU policy: "
+
+
+@dataclass(slots=True)
+class Verdict:
+    """Violations sorted by what their rule's mode makes of them."""
+
+    deny: list[Violation] = field(default_factory=list)
+    warn: list[Violation] = field(default_factory=list)
+    audit: list[Violation] = field(default_factory=list)
+
+    @property
+    def allowed(self) -> bool:
+        return not self.deny
+
+    def message(self) -> str:
+        return DENY_PREFIX + ", ".join(v.describe() for v in self.deny)
+
+    def warnings(self) -> list[str]:
+        return [short_warning(WARN_PREFIX, v) for v in self.warn]
+
+    def audit_annotations(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for v in self.audit:
+            text = v.describe(with_fix=False)
+            out[v.rule] = f"{out[v.rule]}, {text}" if v.rule in out else WARN_PREFIX + text
+        return out
+
+    def all(self) -> Sequence[Violation]:
+        return [*self.deny, *self.warn, *self.audit]
+
+
+def short_warning(prefix: str, v: Violation) -> str:
+    """Keep a warning under the length Kubernetes keeps, dropping the fix before cutting."""
+    text = prefix + v.describe()
+    if len(text) > MAX_WARNING:
+        text = prefix + v.describe(with_fix=False)
+    return clip(text)
+
+
+def clip(text: str, limit: int = MAX_WARNING) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,175 @@
+"""The AdmissionReview wire format: the only module that knows its field names.
+
+Requests are read field by field from the parsed JSON (no client models); responses are
+built by the small constructors at the bottom (allowed / denied / errored), the shape of
+controller-runtime's response helpers.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+V1 = "admission.k8s.io/v1"
+V1BETA1 = "admission.k8s.io/v1beta1"
+SUPPORTED_VERSIONS = (V1, V1BETA1)
+OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+
+try:  # orjson is an optional speed-up; its output is byte-for-byte valid JSON too.
+    import orjson
+
+    def dumps(value: Any) -> bytes:
+        return orjson.dumps(value)
+
+    def loads(data: bytes | str) -> Any:
+        return orjson.loads(data)
+
+except ImportError:  # pragma: no cover - exercised when the extra is not installed
+
+    def dumps(value: Any) -> bytes:
+        return json.dumps(value, separators=(",", ":")).encode()
+
+    def loads(data: bytes | str) -> Any:
+        return json.loads(data)
+
+
+class ReviewError(ValueError):
+    """The review itself is unusable (not the object in it): answered with HTTP 4xx."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    api_version: str
+    uid: str
+    group: str
+    kind: str
+    operation: str
+    sub_resource: str
+    namespace: str
+    name: str
+    object: Any
+    old_object: Any
+    dry_run: bool
+
+
+def _field(request: Mapping[str, Any], key: str, kind: type, *, required: bool = False) -> Any:
+    value = request.get(key)
+    if value is None:
+        if required:
+            raise ReviewError(f"request.{key} is required")
+        return kind()
+    if not isinstance(value, kind) or isinstance(value, bool) is not (kind is bool):
+        raise ReviewError(f"request.{key} must be a {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def parse(body: Any) -> Request:
+    """Check the envelope of a decoded AdmissionReview and pull out what we use."""
+    if not isinstance(body, Mapping):
+        raise ReviewError(f"body must be a JSON object (an AdmissionReview), got {type(body).__name__}")
+    api_version = body.get("apiVersion")
+    if api_version not in SUPPORTED_VERSIONS:
+        raise ReviewError(f"apiVersion must be one of {', '.join(SUPPORTED_VERSIONS)}, got {api_version!r}")
+    if body.get("kind") != "AdmissionReview":
+        raise ReviewError(f"kind must be AdmissionReview, got {body.get('kind')!r}")
+    request = body.get("request")
+    if not isinstance(request, Mapping):
+        raise ReviewError("request is required and must be an object")
+    uid = _field(request, "uid", str, required=True)
+    if not uid:
+        raise ReviewError("request.uid must not be empty")
+    kind = _field(request, "kind", dict, required=True)
+    group, kind_name = kind.get("group", ""), kind.get("kind")
+    if not isinstance(group, str) or not isinstance(kind_name, str) or not kind_name:
+        raise ReviewError("request.kind must have a string group and a non-empty kind")
+    operation = _field(request, "operation", str, required=True)
+    if operation not in OPERATIONS:
+        raise ReviewError(f"request.operation must be one of {', '.join(sorted(OPERATIONS))}, got {operation!r}")
+    obj = request.get("object")
+    if operation in ("CREATE", "UPDATE") and not isinstance(obj, Mapping):
+        raise ReviewError(f"request.object must be an object for {operation}")
+    return Request(
+        api_version=api_version,
+        uid=uid,
+        group=group,
+        kind=kind_name,
+        operation=operation,
+        sub_resource=_field(request, "subResource", str),
+        namespace=_field(request, "namespace", str),
+        name=_field(request, "name", str),
+        object=obj,
+        old_object=request.get("oldObject"),
+        dry_run=_field(request, "dryRun", bool),
+    )
+
+
+def _review(api_version: str, response: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": api_version, "kind": "AdmissionReview", "response": response}
+
+
+def allowed(
+    req: Request,
+    *,
+    warnings: Sequence[str] = (),
+    audit: Mapping[str, str] | None = None,
+    patch: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
+    response: dict[str, Any] = {"uid": req.uid, "allowed": True}
+    if patch:
+        # Only a non-empty patch is sent: an empty JSONPatch still makes the API server
+        # re-decode and re-default the object for nothing.
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(dumps(list(patch))).decode("ascii")
+    if warnings:
+        response["warnings"] = list(warnings)
+    if audit:
+        response["auditAnnotations"] = dict(audit)
+    return _review(req.api_version, response)
+
+
+def denied(
+    req: Request,
+    message: str,
+    *,
+    code: int = 403,
+    warnings: Sequence[str] = (),
+    audit: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    reason = "Forbidden" if code == 403 else "BadRequest" if code == 400 else "InternalError"
+    response: dict[str, Any] = {
+        "uid": req.uid,
+        "allowed": False,
+        "status": {"code": code, "reason": reason, "message": message},
+    }
+    if warnings:
+        response["warnings"] = list(warnings)
+    if audit:
+        response["auditAnnotations"] = dict(audit)
+    return _review(req.api_version, response)
+
+
+def errored(api_version: str, uid: str, message: str) -> dict[str, Any]:
+    """An internal failure: never an allow, and the uid is still echoed so the API server can match it."""
+    return _review(
+        api_version,
+        {"uid": uid, "allowed": False, "status": {"code": 500, "reason": "InternalError", "message": message}},
+    )
+
+
+def peek_identity(body: Any) -> tuple[str, str]:
+    """Best-effort apiVersion and uid of a review that failed half-way, for `errored`."""
+    api_version, uid = V1, ""
+    if isinstance(body, Mapping):
+        if body.get("apiVersion") in SUPPORTED_VERSIONS:
+            api_version = body["apiVersion"]
+        request = body.get("request")
+        if isinstance(request, Mapping) and isinstance(request.get("uid"), str):
+            uid = request["uid"]
+    return api_version, uid

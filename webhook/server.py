@@ -1,0 +1,118 @@
+"""The thin HTTPS layer: bytes in, `webhook.admission` in the middle, bytes out.
+
+Everything that can go wrong with a request maps to a clear answer: a broken envelope is
+an HTTP 4xx with a JSON error; a failure inside the policy is `allowed: false`, code 500,
+with the uid echoed; nothing escapes to kill the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from aiohttp import web
+
+from . import admission, review
+from .config import Settings
+from .metrics import Metrics
+from .policy import Policy
+from .review import ReviewError
+from .tls import CertReloader
+
+log = logging.getLogger("gpu-policy.server")
+
+SETTINGS = web.AppKey("settings", Settings)
+METRICS = web.AppKey("metrics", Metrics)
+RELOADER = web.AppKey("reloader", CertReloader)
+READY = web.AppKey("ready", dict)
+
+Decide = Callable[[review.Request, Policy], admission.Outcome]
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.Response(status=status, body=review.dumps({"error": message}), content_type="application/json")
+
+
+def _handler(name: str, decide: Decide) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    async def handle(request: web.Request) -> web.StreamResponse:
+        if request.content_type != "application/json":
+            return _error(415, f"Content-Type must be application/json, got {request.content_type!r}")
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge as exc:
+            return _error(413, f"body larger than the {request.app[SETTINGS].max_request_bytes} byte limit: {exc.text}")
+        started = time.perf_counter()
+        if not body:
+            return _error(400, "empty body: expected an AdmissionReview")
+        try:
+            data = review.loads(body)
+        except ValueError as exc:
+            return _error(400, f"body is not valid JSON: {exc}")
+        try:
+            req = review.parse(data)
+        except ReviewError as exc:
+            return _error(exc.status, str(exc))
+        app = request.app
+        try:
+            outcome = decide(req, app[SETTINGS].policy)
+            payload = review.dumps(outcome.response)
+        except Exception as exc:  # a bug must cost one request, never the server or an accidental allow
+            log.exception("internal error on %s uid=%s", name, req.uid)
+            api_version, uid = review.peek_identity(data)
+            payload = review.dumps(review.errored(api_version, uid, f"gpu-policy internal error: {exc}"))
+            app[METRICS].observe(name, "error", time.perf_counter() - started, [])
+        else:
+            app[METRICS].observe(name, outcome.decision, time.perf_counter() - started, outcome.counted())
+        return web.Response(body=payload, content_type="application/json")
+
+    return handle
+
+
+async def healthz(_request: web.Request) -> web.Response:
+    return web.Response(text="ok")
+
+
+async def readyz(request: web.Request) -> web.Response:
+    if request.app[READY].get("ready"):
+        return web.Response(text="ok")
+    return web.Response(status=503, text="not ready")
+
+
+async def metrics(request: web.Request) -> web.Response:
+    m = request.app[METRICS]
+    return web.Response(body=m.render(), headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+
+
+def create_app(settings: Settings, reloader: CertReloader | None = None) -> web.Application:
+    """The application; `reloader` (owning the TLS context) is polled while the app runs."""
+    app = web.Application(client_max_size=settings.max_request_bytes)
+    app[SETTINGS] = settings
+    app[METRICS] = Metrics()
+    app[READY] = {"ready": False}
+    if reloader is not None:
+        app[RELOADER] = reloader
+        reloader.on_reload = app[METRICS].cert_reloads.inc
+    app.router.add_post("/validate", _handler("validate", admission.validate))
+    app.router.add_post("/mutate", _handler("mutate", admission.mutate))
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+    app.cleanup_ctx.append(_lifecycle)
+    return app
+
+
+async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
+    task = None
+    reloader = app.get(RELOADER)
+    if reloader is not None:
+        task = asyncio.create_task(reloader.run())
+    app[READY]["ready"] = True
+    yield
+    app[READY]["ready"] = False
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -1,0 +1,81 @@
+"""Serving TLS with a certificate that can change on disk under a running server.
+
+Mounted Secrets are updated by a symlink swap, which sends no dependable inotify event,
+so `CertReloader` polls a SHA-256 of the two files. A changed pair is loaded into a new
+SSLContext first; only if it loads (the key matches the certificate) does it become the
+context for new handshakes, picked in the SNI callback. Open connections keep the
+context they were accepted with; a broken pair is logged and the old one stays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import ssl
+from collections.abc import Callable
+from pathlib import Path
+
+log = logging.getLogger("gpu-policy.tls")
+
+
+def new_context(cert: str | Path, key: str | Path) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(str(cert), str(key))
+    return ctx
+
+
+class CertReloader:
+    """Owns the listening SSLContext and swaps in new certificates for new handshakes."""
+
+    def __init__(self, cert_dir: str | Path, interval: float = 10.0) -> None:
+        self.cert = Path(cert_dir) / "tls.crt"
+        self.key = Path(cert_dir) / "tls.key"
+        self.interval = interval
+        self._digest = self._read_digest()
+        self.context = new_context(self.cert, self.key)  # fails fast at start-up
+        self.context.sni_callback = self._pick
+        self.current = self.context
+        self.reloads = 0
+        self.on_reload: Callable[[], None] | None = None
+
+    def _pick(self, sslobj: ssl.SSLObject, _server_name: str | None, _ctx: ssl.SSLContext) -> None:
+        # OpenSSL calls this for every ClientHello, with or without SNI.
+        if self.current is not self.context:
+            sslobj.context = self.current
+
+    def _read_digest(self) -> str:
+        h = hashlib.sha256()
+        h.update(self.cert.read_bytes())
+        h.update(b"\0")
+        h.update(self.key.read_bytes())
+        return h.hexdigest()
+
+    def check(self) -> bool:
+        """Reload when the files changed; True when a new pair is now served."""
+        try:
+            digest = self._read_digest()
+        except OSError as exc:
+            log.warning("cannot read %s or %s (%s); keeping the current certificate", self.cert, self.key, exc)
+            return False
+        if digest == self._digest:
+            return False
+        try:
+            fresh = new_context(self.cert, self.key)
+        except (ssl.SSLError, OSError) as exc:
+            # Half-written or mismatched pair (Secrets are updated file by file): retry next poll.
+            log.error("new certificate in %s does not load (%s); keeping the current one", self.cert.parent, exc)
+            return False
+        self._digest = digest
+        self.current = fresh
+        self.reloads += 1
+        if self.on_reload is not None:
+            self.on_reload()
+        log.info("serving the new certificate from %s", self.cert)
+        return True
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            self.check()
