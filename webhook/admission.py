@@ -30,9 +30,11 @@ class Outcome:
         v = self.verdict
         if v is None:
             return []
-        return [(x.rule, "deny") for x in v.deny] + [(x.rule, "warn") for x in v.warn] + [
-            (x.rule, "audit") for x in v.audit
-        ]
+        return (
+            [(x.rule, "deny") for x in v.deny]
+            + [(x.rule, "warn") for x in v.warn]
+            + [(x.rule, "audit") for x in v.audit]
+        )
 
 
 def _skipped(req: Request) -> Outcome:
@@ -77,9 +79,7 @@ def validate(req: Request, p: Policy) -> Outcome:
     warnings = verdict.warnings()
     audit = verdict.audit_annotations()
     if verdict.deny:
-        return Outcome(
-            review.denied(req, verdict.message(), warnings=warnings, audit=audit), "denied", verdict
-        )
+        return Outcome(review.denied(req, verdict.message(), warnings=warnings, audit=audit), "denied", verdict)
     return Outcome(review.allowed(req, warnings=warnings, audit=audit), "allowed", verdict)
 
 

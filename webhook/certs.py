@@ -67,9 +67,15 @@ def generate(
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
-                key_encipherment=False, data_encipherment=False, key_agreement=False,
-                encipher_only=False, decipher_only=False,
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
         )
@@ -96,9 +102,7 @@ def generate(
         .add_extension(x509.SubjectAlternativeName(sans), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
     pem = serialization.Encoding.PEM
@@ -112,9 +116,7 @@ def write(bundle: Bundle, out: str | os.PathLike[str], *, force: bool = False) -
     paths = [out_dir / name for name in FILES]
     existing = [p for p in paths if p.exists()]
     if existing and not force:
-        raise CertsExistError(
-            f"{', '.join(str(p) for p in existing)} already exist; pass --force to replace them"
-        )
+        raise CertsExistError(f"{', '.join(str(p) for p in existing)} already exist; pass --force to replace them")
     contents = dict(zip(FILES, (bundle.ca_cert, bundle.ca_key, bundle.cert, bundle.key), strict=True))
     for path in paths:
         secret = path.name.endswith(".key")

@@ -86,10 +86,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
     version = settings.policy.cluster_version
     log.info(
         "serving https://%s:%d with %d worker(s); cluster version %s",
-        args.host, args.port, args.workers, f"{version[0]}.{version[1]}" if version else "unknown",
+        args.host,
+        args.port,
+        args.workers,
+        f"{version[0]}.{version[1]}" if version else "unknown",
     )
+    if args.workers < 1:
+        print("gpu-policy: --workers must be at least 1", file=sys.stderr)
+        return EXIT_INPUT
     if args.workers == 1:
-        _serve_one(settings, args, reuse_port=False)
+        try:
+            _serve_one(settings, args, reuse_port=False)
+        except OSError as exc:
+            print(f"gpu-policy: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_INPUT
         return EXIT_OK
     return _prefork(settings, args)
 
@@ -100,10 +110,14 @@ def _prefork(settings: Settings, args: argparse.Namespace) -> int:
     for _ in range(args.workers):
         pid = os.fork()
         if pid == 0:
+            code = 0
             try:
                 _serve_one(settings, args, reuse_port=True)
+            except BaseException:
+                log.exception("worker failed")
+                code = 1
             finally:
-                os._exit(0)
+                os._exit(code)
         children.append(pid)
 
     def forward(signum: int, _frame: object) -> None:
@@ -229,8 +243,13 @@ def _print_text(results: Sequence[Mapping[str, Any]]) -> None:
 
 def _fields(d: Mapping[str, Any]) -> dict[str, Any]:
     return {
-        "rule": d["rule"], "path": d["path"], "detail": d["detail"], "fix": d["fix"],
-        "container": d["container"], "container_kind": d["containerKind"], "value": d["value"],
+        "rule": d["rule"],
+        "path": d["path"],
+        "detail": d["detail"],
+        "fix": d["fix"],
+        "container": d["container"],
+        "container_kind": d["containerKind"],
+        "value": d["value"],
     }
 
 
@@ -311,8 +330,12 @@ def parser() -> argparse.ArgumentParser:
         c.add_argument("--config", help="YAML config file (default: built-in defaults)")
         c.add_argument("--cluster-version", help="cluster version for version-gated mutations (e.g. 1.27)")
         c.add_argument("-n", "--namespace", help="namespace to assume (default: metadata.namespace or default)")
-        c.add_argument("-o", "--output", choices=("text", "json") if name == "check" else ("yaml", "json"),
-                       default="text" if name == "check" else "yaml")
+        c.add_argument(
+            "-o",
+            "--output",
+            choices=("text", "json") if name == "check" else ("yaml", "json"),
+            default="text" if name == "check" else "yaml",
+        )
         c.set_defaults(func=func)
 
     cert = sub.add_parser("certs", help="write a CA and a serving certificate for the webhook Service")
@@ -328,9 +351,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    logging.basicConfig(
-        level=str(args.log_level).upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logging.basicConfig(level=str(args.log_level).upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return int(args.func(args))
     except ConfigError as exc:

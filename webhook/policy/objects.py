@@ -96,7 +96,7 @@ def template_keys(group: str, kind: str) -> tuple[str, ...] | None:
 
 
 def group_of(api_version: object) -> str:
-    """"apps/v1" -> "apps"; "v1" -> "" (the core group)."""
+    """ "apps/v1" -> "apps"; "v1" -> "" (the core group)."""
     if not isinstance(api_version, str):
         return ""
     return api_version.rpartition("/")[0] if "/" in api_version else ""
@@ -210,9 +210,7 @@ def _container(
     )
 
 
-def _gpu_count(
-    limits: Mapping[str, Any] | None, requests: Mapping[str, Any] | None, resource: str
-) -> Decimal | None:
+def _gpu_count(limits: Mapping[str, Any] | None, requests: Mapping[str, Any] | None, resource: str) -> Decimal | None:
     # Limits decide (they are what the device plugin allocates); templates may carry
     # only one side, so fall back to requests.
     for side in (limits, requests):

@@ -22,11 +22,7 @@ CUTOFF = (1, 28)
 
 
 def applies(policy: Policy) -> bool:
-    return (
-        policy.ld_library_path_enabled
-        and policy.cluster_version is not None
-        and policy.cluster_version < CUTOFF
-    )
+    return policy.ld_library_path_enabled and policy.cluster_version is not None and policy.cluster_version < CUTOFF
 
 
 def mutate(view: PodView, policy: Policy) -> tuple[list[Op], list[str]]:

@@ -1,0 +1,155 @@
+"""Mutations: exact operations, applied with jsonpatch, idempotent on the result."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import jsonpatch
+import pytest
+
+from tests.builders import container, pod, wrap
+from webhook import policy
+from webhook.policy import Policy
+
+OLD = Policy(cluster_version=(1, 27))
+NEW = Policy(cluster_version=(1, 28))
+UNKNOWN = Policy(cluster_version=None)
+LD = {"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"}
+
+
+def mutate(obj: dict[str, Any], p: Policy) -> tuple[list[dict[str, Any]], list[str], dict[str, Any]]:
+    view = policy.view(obj, policy.group_of(obj["apiVersion"]), obj["kind"], p)
+    assert view is not None
+    result = policy.mutate(view, p)
+    patched = jsonpatch.apply_patch(copy.deepcopy(obj), result.ops) if result.ops else obj
+    # Idempotence: what comes out must not be patched again (reinvocationPolicy: IfNeeded).
+    again_view = policy.view(patched, policy.group_of(obj["apiVersion"]), obj["kind"], p)
+    assert again_view is not None
+    assert policy.mutate(again_view, p).ops == []
+    return result.ops, result.warnings, patched
+
+
+def test_injects_env_when_container_has_none() -> None:
+    ops, warnings, out = mutate(pod(container("t", gpu=1)), OLD)
+    assert ops == [{"op": "add", "path": "/spec/containers/0/env", "value": [LD]}]
+    assert out["spec"]["containers"][0]["env"] == [LD]
+    assert len(warnings) == 1
+    assert "injected LD_LIBRARY_PATH=/usr/local/nvidia/lib64" in warnings[0]
+    assert "replaces any value baked into the image" in warnings[0]
+
+
+def test_appends_to_existing_env_list() -> None:
+    ops, _, out = mutate(pod(container(gpu=1, env=[{"name": "A", "value": "1"}])), OLD)
+    assert ops == [{"op": "add", "path": "/spec/containers/0/env/-", "value": LD}]
+    assert out["spec"]["containers"][0]["env"] == [{"name": "A", "value": "1"}, LD]
+
+
+def test_appends_directory_to_literal_value() -> None:
+    env = [{"name": "LD_LIBRARY_PATH", "value": "/opt/lib"}]
+    ops, _, _out = mutate(pod(container(gpu=1, env=env)), OLD)
+    assert ops == [
+        {"op": "replace", "path": "/spec/containers/0/env/0/value", "value": "/opt/lib:/usr/local/nvidia/lib64"}
+    ]
+
+
+@pytest.mark.parametrize(
+    "value", ["/usr/local/nvidia/lib64", "/a:/usr/local/nvidia/lib64/", "/usr/local/nvidia/lib64:/b"]
+)
+def test_value_with_directory_is_untouched(value: str) -> None:
+    ops, warnings, _ = mutate(pod(container(gpu=1, env=[{"name": "LD_LIBRARY_PATH", "value": value}])), OLD)
+    assert ops == [] and warnings == []
+
+
+def test_empty_value_becomes_directory() -> None:
+    ops, _, _ = mutate(pod(container(gpu=1, env=[{"name": "LD_LIBRARY_PATH", "value": ""}])), OLD)
+    assert ops[0]["value"] == "/usr/local/nvidia/lib64"
+
+
+def test_last_duplicate_is_the_one_patched() -> None:
+    env = [{"name": "LD_LIBRARY_PATH", "value": "/x"}, {"name": "LD_LIBRARY_PATH", "value": "/y"}]
+    ops, _, _ = mutate(pod(container(gpu=1, env=env)), OLD)
+    assert ops == [{"op": "replace", "path": "/spec/containers/0/env/1/value", "value": "/y:/usr/local/nvidia/lib64"}]
+
+
+def test_value_from_is_left_alone_with_a_warning() -> None:
+    env = [{"name": "LD_LIBRARY_PATH", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}]
+    ops, warnings, _ = mutate(pod(container("t", gpu=1, env=env)), OLD)
+    assert ops == [] and "valueFrom" in warnings[0]
+
+
+def test_only_gpu_containers_of_pods_on_old_clusters() -> None:
+    p = pod(
+        container("cpu"),
+        container("zero", gpu=0),
+        container("gpu", gpu="500m"),
+        initContainers=[container("init", gpu=1)],
+    )
+    ops, _, _ = mutate(p, OLD)
+    assert [op["path"] for op in ops] == ["/spec/initContainers/0/env", "/spec/containers/2/env"]
+    assert mutate(p, NEW)[0] == []
+    assert mutate(p, UNKNOWN)[0] == []
+    assert mutate(p, Policy(cluster_version=(1, 17), ld_library_path_enabled=False))[0] == []
+
+
+def test_when_unset_warn_only_warns() -> None:
+    ops, warnings, _ = mutate(
+        pod(container("t", gpu=1)), Policy(cluster_version=(1, 19), ld_library_path_when_unset="warn")
+    )
+    assert ops == [] and "does not set LD_LIBRARY_PATH" in warnings[0]
+
+
+def test_configurable_directory() -> None:
+    ops, _, _ = mutate(pod(container(gpu=1)), Policy(cluster_version=(1, 27), ld_library_path="/opt/nvidia/lib"))
+    assert ops[0]["value"] == [{"name": "LD_LIBRARY_PATH", "value": "/opt/nvidia/lib"}]
+
+
+def test_templates_are_never_mutated() -> None:
+    assert mutate(wrap(pod(container(gpu=1)), "Deployment"), OLD)[0] == []
+
+
+ACC = Policy(accelerator_default="nvidia-t4")
+
+
+def test_node_selector_created() -> None:
+    ops, warnings, _out = mutate(pod(container(gpu=1)), ACC)
+    assert ops == [{"op": "add", "path": "/spec/nodeSelector", "value": {"accelerator": "nvidia-t4"}}]
+    assert "accelerator=nvidia-t4" in warnings[0]
+
+
+def test_node_selector_key_added_and_escaped() -> None:
+    p = Policy(accelerator_default="a100", accelerator_label="gpu.example.com/model")
+    ops, _, out = mutate(pod(container(gpu=1), nodeSelector={"zone": "a"}), p)
+    assert ops == [{"op": "add", "path": "/spec/nodeSelector/gpu.example.com~1model", "value": "a100"}]
+    assert out["spec"]["nodeSelector"] == {"zone": "a", "gpu.example.com/model": "a100"}
+
+
+def test_node_selector_respects_existing_choices() -> None:
+    assert mutate(pod(container(gpu=1), nodeSelector={"accelerator": "nvidia-v100"}), ACC)[0] == []
+    aff = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "accelerator", "operator": "In", "values": ["nvidia-v100"]}]}
+                ]
+            }
+        }
+    }
+    assert mutate(pod(container(gpu=1), affinity=aff), ACC)[0] == []
+    assert mutate(pod(container()), ACC)[0] == []  # no GPU, no GPU model
+    assert mutate(pod(container(gpu=1)), Policy())[0] == []  # no default configured
+
+
+def test_both_mutations_together_and_opt_out() -> None:
+    p = Policy(cluster_version=(1, 25), accelerator_default="nvidia-t4")
+    obj = pod(container(gpu=1))
+    ops, _, _ = mutate(obj, p)
+    assert [op["path"] for op in ops] == ["/spec/containers/0/env", "/spec/nodeSelector"]
+    obj["metadata"]["annotations"] = {"gpu-policy.io/mutate": "false"}
+    assert mutate(obj, p)[0] == []
+
+
+def test_invalid_objects_do_not_crash_mutation() -> None:
+    # Mutation runs before object validation, so it sees GPU values upstream will reject.
+    for bad in ("abc", "1.5", -1, None):
+        mutate(pod(container(gpu=bad)), OLD)

@@ -1,0 +1,104 @@
+import pytest
+
+from tests.builders import SPEC_PATH, container, pod, wrap
+
+from .helpers import run
+
+ID = "no-privileged-gpu"
+
+
+def test_privileged_gpu_container() -> None:
+    (v,) = run(pod(container("t", gpu="1", privileged=True)), rule=ID)
+    assert v.path == "spec.containers[0].securityContext.privileged"
+    assert v.describe() == (
+        'no-privileged-gpu (container "t": spec.containers[0].securityContext.privileged is true in a GPU pod: '
+        "a privileged container sees every GPU on the node; "
+        "fix: remove securityContext.privileged (request the GPUs you need instead))"
+    )
+
+
+def test_privileged_sidecar_in_gpu_pod() -> None:
+    p = pod(container("gpu", gpu="1"), container("side", privileged=True))
+    assert [v.container for v in run(p, rule=ID)] == ["side"]
+
+
+@pytest.mark.parametrize(
+    "cap", ["SYS_ADMIN", "CAP_SYS_ADMIN", "sys_admin", "Cap_Sys_Admin", "ALL", "all", " SYS_ADMIN "]
+)
+def test_sys_admin_spellings(cap: str) -> None:
+    (v,) = run(pod(container(gpu=1, caps=["NET_ADMIN", cap])), rule=ID)
+    assert v.path == "spec.containers[0].securityContext.capabilities.add[1]"
+
+
+@pytest.mark.parametrize("cap", ["NET_ADMIN", "SYS_PTRACE", "SYS_NICE", "CAP_NET_RAW"])
+def test_other_capabilities_are_fine(cap: str) -> None:
+    assert run(pod(container(gpu=1, caps=[cap])), rule=ID) == []
+
+
+def test_non_gpu_pod_is_not_this_rules_business() -> None:
+    assert run(pod(container(privileged=True)), rule=ID) == []
+    assert run(pod(container(gpu="0", privileged=True)), rule=ID) == []
+
+
+def test_privileged_false_and_escalation_are_fine() -> None:
+    c = container(gpu=1, privileged=False)
+    c["securityContext"]["allowPrivilegeEscalation"] = True
+    assert run(pod(c), rule=ID) == []
+
+
+def test_pinned_by_node_selector() -> None:
+    p = pod(container(privileged=True), nodeSelector={"accelerator": "nvidia-t4"})
+    assert len(run(p, rule=ID)) == 1
+
+
+def affinity(operator: str, key: str = "accelerator") -> dict:
+    expr = {"key": key, "operator": operator}
+    if operator in ("In", "NotIn"):
+        expr["values"] = ["nvidia-t4"]
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "zone", "operator": "Exists"}]},
+                    {"matchExpressions": [expr]},
+                ]
+            }
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("operator", "denied"), [("In", True), ("Exists", True), ("NotIn", False), ("DoesNotExist", False)]
+)
+def test_pinned_by_required_affinity(operator: str, denied: bool) -> None:
+    p = pod(container(privileged=True), affinity=affinity(operator))
+    assert bool(run(p, rule=ID)) is denied
+
+
+def test_preferred_affinity_does_not_pin() -> None:
+    aff = {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 1, "preference": {"matchExpressions": [{"key": "accelerator", "operator": "Exists"}]}}
+            ]
+        }
+    }
+    assert run(pod(container(privileged=True), affinity=aff), rule=ID) == []
+
+
+def test_privileged_init_and_ephemeral_containers() -> None:
+    p = pod(
+        container("app", gpu=1),
+        initContainers=[container("init", privileged=True)],
+        ephemeralContainers=[container("debugger", caps=["SYS_ADMIN"])],
+    )
+    assert [(v.container_kind, v.container) for v in run(p, rule=ID)] == [
+        ("init container", "init"),
+        ("ephemeral container", "debugger"),
+    ]
+
+
+@pytest.mark.parametrize("kind", ["Deployment", "DaemonSet", "Job", "CronJob", "ReplicationController"])
+def test_templates(kind: str) -> None:
+    (v,) = run(wrap(pod(container(gpu=1, privileged=True)), kind), rule=ID)
+    assert v.path == f"{SPEC_PATH[kind]}.containers[0].securityContext.privileged"

@@ -1,0 +1,96 @@
+import pytest
+
+from tests.builders import SPEC_PATH, container, pod, wrap
+from webhook.policy.nvidia import grants_devices
+
+from .helpers import run
+
+ID = "no-visible-devices-env"
+
+
+def nvd(value: str) -> dict[str, str]:
+    return {"name": "NVIDIA_VISIBLE_DEVICES", "value": value}
+
+
+@pytest.mark.parametrize(
+    ("value", "grants"),
+    [
+        ("all", True),
+        ("0", True),
+        ("0,1", True),
+        ("GPU-8e2b6c3a-1234", True),
+        ("MIG-abc", True),
+        ("0,all", True),
+        ("all,none", True),
+        (" all ", True),
+        ("ALL", True),
+        ("None", True),
+        ("VOID", True),
+        ("void", False),
+        ("none", False),
+        ("", False),
+        ("none,all", False),
+        ("0,none", False),
+        ("all,void", False),
+        (" , ", False),
+        (" void ", False),
+        (",,", False),
+    ],
+)
+def test_toolkit_semantics(value: str, grants: bool) -> None:
+    assert grants_devices(value) is grants
+
+
+@pytest.mark.parametrize("value", ["all", "0,all", "GPU-1234", "ALL", "1"])
+def test_granting_values_are_denied(value: str) -> None:
+    (v,) = run(pod(container("c", gpu="1", env=[nvd(value)])), rule=ID)
+    assert v.path == "spec.containers[0].env[0]"
+    assert v.detail == f'sets NVIDIA_VISIBLE_DEVICES="{value}", which bypasses the device plugin'
+
+
+@pytest.mark.parametrize("value", ["void", "none", "", "none,all"])
+def test_values_granting_nothing_are_allowed(value: str) -> None:
+    assert run(pod(container(env=[nvd(value)])), rule=ID) == []
+
+
+def test_missing_value_is_empty_and_allowed() -> None:
+    assert run(pod(container(env=[{"name": "NVIDIA_VISIBLE_DEVICES"}])), rule=ID) == []
+
+
+def test_value_from_is_denied() -> None:
+    env = [{"name": "NVIDIA_VISIBLE_DEVICES", "valueFrom": {"configMapKeyRef": {"name": "m", "key": "k"}}}]
+    (v,) = run(pod(container(env=env)), rule=ID)
+    assert "through valueFrom" in v.detail
+
+
+def test_every_duplicate_is_checked() -> None:
+    # The runtime uses the last entry, but `kubectl apply` may drop either duplicate.
+    env = [nvd("all"), {"name": "X", "value": "1"}, nvd("void")]
+    assert [v.path for v in run(pod(container(env=env)), rule=ID)] == ["spec.containers[0].env[0]"]
+    env = [nvd("void"), nvd("all")]
+    assert [v.path for v in run(pod(container(env=env)), rule=ID)] == ["spec.containers[0].env[1]"]
+
+
+def test_names_are_case_sensitive_and_cuda_visible_devices_is_not_policed() -> None:
+    env = [{"name": "nvidia_visible_devices", "value": "all"}, {"name": "CUDA_VISIBLE_DEVICES", "value": "0"}]
+    assert run(pod(container(env=env)), rule=ID) == []
+
+
+def test_all_container_kinds() -> None:
+    p = pod(
+        container("app", env=[nvd("all")]),
+        initContainers=[container("init", env=[nvd("0")])],
+        ephemeralContainers=[container("debug", env=[nvd("all")])],
+    )
+    found = run(p, rule=ID)
+    assert [(v.container_kind, v.container) for v in found] == [
+        ("init container", "init"),
+        ("container", "app"),
+        ("ephemeral container", "debug"),
+    ]
+
+
+@pytest.mark.parametrize("kind", ["CronJob", "StatefulSet", "PodTemplate"])
+def test_templates(kind: str) -> None:
+    (v,) = run(wrap(pod(container(env=[nvd("all")])), kind), rule=ID)
+    assert v.path == f"{SPEC_PATH[kind]}.containers[0].env[0]"

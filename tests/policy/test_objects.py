@@ -1,0 +1,71 @@
+"""Malformed objects fail with the field path named, never with a crash or a silent allow."""
+
+import pytest
+
+from tests.builders import container, pod, wrap
+from webhook import policy
+from webhook.policy import Policy, ShapeError
+
+
+def build(obj: dict, kind: str = "Pod", group: str = "") -> None:
+    policy.view(obj, group, kind, Policy())
+
+
+@pytest.mark.parametrize(
+    ("mutate", "path"),
+    [
+        (lambda p: p["spec"].update(containers={"a": 1}), "spec.containers"),
+        (lambda p: p["spec"].update(containers=["x"]), "spec.containers[0]"),
+        (lambda p: p["spec"]["containers"][0].update(env="A=1"), "spec.containers[0].env"),
+        (lambda p: p["spec"]["containers"][0].update(env=[{"value": "x"}]), "spec.containers[0].env[0].name"),
+        (
+            lambda p: p["spec"]["containers"][0].update(env=[{"name": "A", "value": 1}]),
+            "spec.containers[0].env[0].value",
+        ),
+        (lambda p: p["spec"]["containers"][0].update(resources=[]), "spec.containers[0].resources"),
+        (lambda p: p["spec"]["containers"][0].update(resources={"limits": "1"}), "spec.containers[0].resources.limits"),
+        (
+            lambda p: p["spec"]["containers"][0].update(securityContext={"privileged": "true"}),
+            "spec.containers[0].securityContext.privileged",
+        ),
+        (
+            lambda p: p["spec"]["containers"][0].update(securityContext={"capabilities": {"add": "SYS_ADMIN"}}),
+            "spec.containers[0].securityContext.capabilities.add",
+        ),
+        (lambda p: p["spec"].update(nodeSelector=["accelerator"]), "spec.nodeSelector"),
+        (lambda p: p["spec"].update(initContainers="x"), "spec.initContainers"),
+        (lambda p: p.pop("spec"), "spec"),
+        (
+            lambda p: p["spec"].update(
+                affinity={
+                    "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": "x"}}
+                }
+            ),
+            "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms",
+        ),
+    ],
+)
+def test_shape_errors_name_the_field(mutate, path: str) -> None:
+    p = pod(container(gpu=1))
+    mutate(p)
+    with pytest.raises(ShapeError) as info:
+        build(p)
+    assert info.value.path == path
+
+
+def test_template_paths_in_shape_errors() -> None:
+    d = wrap(pod(container()), "CronJob")
+    d["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"] = "oops"
+    with pytest.raises(ShapeError) as info:
+        build(d, "CronJob", "batch")
+    assert info.value.path == "spec.jobTemplate.spec.template.spec.containers"
+    d = wrap(pod(container()), "Deployment")
+    del d["spec"]["template"]
+    with pytest.raises(ShapeError) as info:
+        build(d, "Deployment", "apps")
+    assert str(info.value) == "spec.template: is required"
+
+
+def test_unknown_kinds_are_not_policed() -> None:
+    assert policy.view({"spec": {}}, "", "Service", Policy()) is None
+    assert policy.view({"spec": {}}, "example.com", "Deployment", Policy()) is None

@@ -1,0 +1,122 @@
+"""Certificates from `webhook.certs`, and hot reload in a running server."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import shutil
+import ssl
+import stat
+import time
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+
+from tests.builders import container, pod
+from webhook import certs
+
+
+def test_leaf_names_every_service_spelling(tmp_path: Path) -> None:
+    bundle = certs.generate("gpu-policy", "platform", days=30, extra_hosts=("localhost", "127.0.0.1"))
+    leaf = x509.load_pem_x509_certificate(bundle.cert)
+    sans = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert sans.get_values_for_type(x509.DNSName) == [
+        "gpu-policy",
+        "gpu-policy.platform",
+        "gpu-policy.platform.svc",
+        "gpu-policy.platform.svc.cluster.local",
+        "localhost",
+    ]
+    assert sans.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("127.0.0.1")]
+    ca = x509.load_pem_x509_certificate(bundle.ca_cert)
+    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is True
+    leaf.verify_directly_issued_by(ca)
+    assert 29 <= (leaf.not_valid_after_utc - leaf.not_valid_before_utc).days <= 31
+
+
+def test_write_modes_and_no_overwrite(tmp_path: Path) -> None:
+    paths = certs.write(certs.generate("s", "n"), tmp_path)
+    assert [p.name for p in paths] == ["ca.crt", "ca.key", "tls.crt", "tls.key"]
+    assert stat.S_IMODE(os.stat(tmp_path / "tls.key").st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(tmp_path / "tls.crt").st_mode) == 0o644
+    with pytest.raises(certs.CertsExistError):
+        certs.write(certs.generate("s", "n"), tmp_path)
+    certs.write(certs.generate("s", "n"), tmp_path, force=True)
+
+
+def _wait(predicate, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_rotation_without_restart(start_server, tmp_path: Path) -> None:
+    live = tmp_path / "live"
+    certs.write(certs.generate("gpu-policy", "gpu-policy"), live)
+    old_ca = tmp_path / "old-ca.crt"
+    shutil.copy(live / "ca.crt", old_ca)
+    server = start_server({"server": {"certReloadSeconds": 0.2}, "clusterVersion": "unknown"}, certs_from=live)
+
+    from tests.apiserver import ApiServer
+
+    old_client = ApiServer(server.port, str(old_ca))
+    assert old_client.validate(pod(container()))["allowed"] is True  # connection opened with the old pair
+
+    # A broken pair (key of another certificate) is refused and the old one stays.
+    other = certs.generate("gpu-policy", "gpu-policy")
+    (live / "tls.key").write_bytes(other.key)
+    time.sleep(0.8)
+    fresh_old = ApiServer(server.port, str(old_ca))
+    assert fresh_old.get("/healthz").status == 200
+    fresh_old.close()
+    assert "does not load" in server.log.read_text()
+
+    # A complete new pair from a new CA: new handshakes get it, without a restart.
+    certs.write(other, live, force=True)
+    new_client = ApiServer(server.port, str(live / "ca.crt"))
+
+    def serves_new() -> bool:
+        try:
+            return new_client.get("/healthz").status == 200
+        except ssl.SSLError:
+            new_client.close()
+            return False
+
+    assert _wait(serves_new)
+    assert server.proc.poll() is None
+    with pytest.raises(ssl.SSLCertVerificationError):
+        ApiServer(server.port, str(old_ca)).get("/healthz")
+    # The connection opened before the rotation is still served.
+    assert old_client.validate(pod(container(gpu="1.5")))["allowed"] is False
+    metrics = new_client.get("/metrics").body.decode()
+    assert "gpu_policy_certificate_reloads_total 1.0" in metrics
+    old_client.close()
+    new_client.close()
+
+
+def test_server_refuses_to_start_without_certificates(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "webhook",
+            "serve",
+            "--cert-dir",
+            str(tmp_path),
+            "--port",
+            "1",
+            "--cluster-version",
+            "unknown",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2 and "cannot load" in r.stderr

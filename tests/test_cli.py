@@ -1,0 +1,132 @@
+"""`gpu-policy check` / `mutate` / `certs` through a real subprocess, as CI would run them."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from tests.builders import container, pod, wrap
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "webhook", *args], input=stdin, capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+
+
+def write(path: Path, *docs: object) -> Path:
+    path.write_text(yaml.safe_dump_all(docs))
+    return path
+
+
+def test_clean_manifest_exits_0(tmp_path: Path) -> None:
+    f = write(tmp_path / "ok.yaml", wrap(pod(container(gpu=1)), "Deployment"), pod(container()))
+    r = cli("check", "-f", str(f))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip().endswith("2 object(s): 2 clean")
+
+
+def test_violation_exits_1_with_server_message(tmp_path: Path) -> None:
+    f = write(tmp_path / "bad.yaml", pod(container()), wrap(pod(container("t", gpu="1.5")), "CronJob"))
+    r = cli("check", "-f", str(f))
+    assert r.returncode == 1
+    assert f"DENY  {f} (document 2): CronJob ml/w: violates GPU policy:" in r.stdout
+    assert (
+        '      - gpu-quantity (container "t": spec.jobTemplate.spec.template.spec.containers[0].resources'
+        '.limits["nvidia.com/gpu"] is "1.5"' in r.stdout
+    )
+
+
+def test_json_output_and_list_kind(tmp_path: Path) -> None:
+    lst = {"apiVersion": "v1", "kind": "List", "items": [pod(container()), pod(container(gpu=1, privileged=True))]}
+    f = tmp_path / "list.json"
+    f.write_text(json.dumps(lst))
+    r = cli("check", "-f", str(f), "-o", "json")
+    assert r.returncode == 1
+    out = json.loads(r.stdout)
+    assert [x["where"] for x in out["results"]] == [f"{f} (document 1, items[0])", f"{f} (document 1, items[1])"]
+    assert out["results"][1]["violations"][0]["rule"] == "no-privileged-gpu"
+    assert out["results"][1]["message"].startswith("violates GPU policy: no-privileged-gpu")
+    assert out["exitCode"] == 1
+
+
+def test_unusable_input_exits_2_naming_file_and_document(tmp_path: Path) -> None:
+    f = tmp_path / "broken.yaml"
+    f.write_text(yaml.safe_dump(pod(container())) + "---\nkind: [unclosed\n")
+    r = cli("check", "-f", str(f))
+    assert r.returncode == 2
+    assert f"ERROR {f} (document 2): not valid YAML at line" in r.stdout
+    bad = pod(container())
+    bad["spec"]["containers"] = "nope"
+    g = write(tmp_path / "shape.yaml", bad)
+    r = cli("check", "-f", str(g))
+    assert r.returncode == 2
+    assert f"{g} (document 1)" in r.stdout and "spec.containers must be a list, got string" in r.stdout
+    r = cli("check", "-f", str(tmp_path / "missing.yaml"))
+    assert r.returncode == 2 and "cannot read" in r.stdout
+    h = tmp_path / "scalar.yaml"
+    h.write_text("just a string\n")
+    r = cli("check", "-f", str(h))
+    assert r.returncode == 2 and "expected an object, got str" in r.stdout
+
+
+def test_folder_and_stdin(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    write(tmp_path / "sub" / "a.yml", pod(container()))
+    write(tmp_path / "b.yaml", pod(container(gpu="-1")))
+    (tmp_path / "notes.txt").write_text("ignored")
+    r = cli("check", "-f", str(tmp_path))
+    assert r.returncode == 1 and "2 object(s): 1 denied, 1 clean" in r.stdout
+    r = cli("check", "-f", "-", stdin=yaml.safe_dump(pod(container(gpu=1))))
+    assert r.returncode == 0
+
+
+def test_config_is_honoured_and_validated(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("rules:\n  gpu-quantity: warn\n")
+    f = write(tmp_path / "p.yaml", pod(container(gpu="1.5")))
+    r = cli("check", "-f", str(f), "--config", str(cfg))
+    assert r.returncode == 0 and "WARN" in r.stdout and "would violate GPU policy: gpu-quantity" in r.stdout
+    cfg.write_text("rulez: {}\n")
+    r = cli("check", "-f", str(f), "--config", str(cfg))
+    assert r.returncode == 2 and f"{cfg}: rulez: unknown key (did you mean rules?)" in r.stderr
+
+
+def test_exempt_namespace_is_skipped(tmp_path: Path) -> None:
+    f = write(tmp_path / "p.yaml", pod(container(gpu="1.5"), namespace="kube-system"))
+    assert cli("check", "-f", str(f)).returncode == 0
+    assert cli("check", "-f", str(f), "-n", "ml").returncode == 1
+
+
+def test_mutate_prints_patched_objects(tmp_path: Path) -> None:
+    f = write(tmp_path / "p.yaml", pod(container("t", gpu=1)), wrap(pod(container(gpu=1)), "Deployment"))
+    r = cli("mutate", "-f", str(f), "--cluster-version", "v1.19.10-r0-CCE21.11.1.B006")
+    assert r.returncode == 0, r.stderr
+    mutated, deployment = list(yaml.safe_load_all(r.stdout))
+    assert mutated["spec"]["containers"][0]["env"] == [{"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"}]
+    assert "env" not in deployment["spec"]["template"]["spec"]["containers"][0]
+    assert "injected LD_LIBRARY_PATH" in r.stderr
+    r = cli("mutate", "-f", str(f), "--cluster-version", "1.28")
+    assert "LD_LIBRARY_PATH" not in r.stdout
+    r = cli("mutate", "-f", str(f), "--cluster-version", "someday")
+    assert r.returncode == 2 and "--cluster-version" in r.stderr
+
+
+def test_certs_command(tmp_path: Path) -> None:
+    out = tmp_path / "c"
+    r = cli("certs", "--out", str(out), "--service", "svc", "--namespace", "ns", "--host", "127.0.0.1")
+    assert r.returncode == 0, r.stderr
+    assert "svc.ns.svc.cluster.local" in r.stdout
+    for name in ("tls.key", "ca.key"):
+        assert stat.S_IMODE(os.stat(out / name).st_mode) == 0o600
+    r = cli("certs", "--out", str(out))
+    assert r.returncode == 2 and "pass --force" in r.stderr
+    assert cli("certs", "--out", str(out), "--force").returncode == 0

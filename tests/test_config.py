@@ -1,0 +1,111 @@
+from pathlib import Path
+
+import pytest
+
+from webhook.config import DEFAULTS, ConfigError, from_mapping, load, parse_version
+from webhook.policy import RULE_IDS, Mode
+
+
+def problems(data: object) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        from_mapping(data, environ={})
+    return info.value.problems
+
+
+def test_defaults() -> None:
+    s = from_mapping({}, environ={})
+    assert s.policy.exempt_namespaces == frozenset({"kube-system"})
+    assert all(s.policy.mode(r) is Mode.DENY for r in RULE_IDS)
+    assert s.cluster_version_auto and s.policy.cluster_version is None
+    assert s.policy.shared_gpu and s.max_request_bytes == 8 * 1024 * 1024
+    assert set(DEFAULTS["rules"]) == set(RULE_IDS)
+
+
+def test_own_namespace_is_always_exempt() -> None:
+    assert "gpu-policy" in from_mapping({}, environ={"POD_NAMESPACE": "gpu-policy"}).policy.exempt_namespaces
+    s = from_mapping({"webhookNamespace": "gp", "exemptNamespaces": []}, environ={"POD_NAMESPACE": "x"})
+    assert s.policy.exempt_namespaces == frozenset({"gp"})
+
+
+def test_unknown_keys_are_errors_with_suggestions() -> None:
+    assert problems({"sharedGPU": True}) == ["sharedGPU: unknown key (did you mean sharedGpu?)"]
+    assert problems({"ldLibraryPath": {"paht": "/x"}}) == [
+        "ldLibraryPath.paht: unknown key (did you mean ldLibraryPath.path?)"
+    ]
+    assert problems({"rules": {"gpu-quantiti": "warn"}}) == [
+        "rules.gpu-quantiti: unknown key (did you mean rules.gpu-quantity?)"
+    ]
+    assert problems({"whatever": 1}) == ["whatever: unknown key"]
+
+
+def test_every_bad_value_is_reported_at_once() -> None:
+    found = problems(
+        {
+            "rules": {"gpu-quantity": "block"},
+            "sharedGpu": "yes",
+            "exemptNamespaces": ["Kube_System"],
+            "clusterVersion": 1.27,
+            "ldLibraryPath": {"whenUnset": "maybe", "path": "relative"},
+            "acceleratorNodeSelector": {"labelKey": "bad key!"},
+            "server": {"maxRequestBytes": 10, "certReloadSeconds": 0},
+        }
+    )
+    assert found == [
+        "rules.gpu-quantity: must be one of deny, warn, audit, off, got 'block'",
+        "sharedGpu: must be true or false, got str",
+        "exemptNamespaces[0]: 'Kube_System' is not a namespace name",
+        'clusterVersion: must be "auto", "unknown" or a version such as "1.27", got float',
+        "ldLibraryPath.path: 'relative' must be an absolute path without ':'",
+        "ldLibraryPath.whenUnset: must be inject or warn, got 'maybe'",
+        "acceleratorNodeSelector.labelKey: 'bad key!' is not a valid label key",
+        "server.maxRequestBytes: must be at least 65536 (admission bodies reach several MiB)",
+        "server.certReloadSeconds: must be between 0 and 3600",
+    ]
+
+
+def test_wrong_section_types() -> None:
+    assert problems({"ldLibraryPath": True}) == ["ldLibraryPath: must be a mapping, got bool"]
+    assert problems(["a"]) == ["must be a mapping of keys, got list"]
+    assert problems({"sharedGpu": 1}) == ["sharedGpu: must be true or false, got int"]
+    assert problems({"server": {"maxRequestBytes": True}}) == ["server.maxRequestBytes: must be an integer, got bool"]
+
+
+@pytest.mark.parametrize(
+    ("text", "version"),
+    [
+        ("1.27", (1, 27)),
+        ("v1.28.0", (1, 28)),
+        ("v1.19.10-r0-CCE21.11.1.B006", (1, 19)),
+        ("v1.17.9-r0-CCE20.7.1.B003-17.36.3", (1, 17)),
+        ("v1.28.3-eks-4f4795d", (1, 28)),
+        ("v1.30.4-r0", (1, 30)),
+        ("17+", None),
+        ("latest", None),
+        ("", None),
+    ],
+)
+def test_versions_from_git_version(text: str, version: tuple[int, int] | None) -> None:
+    assert parse_version(text) == version
+
+
+def test_cluster_version_values() -> None:
+    assert from_mapping({"clusterVersion": "v1.27.3-r0-CCE"}, environ={}).policy.cluster_version == (1, 27)
+    unknown = from_mapping({"clusterVersion": "unknown"}, environ={})
+    assert unknown.policy.cluster_version is None and not unknown.cluster_version_auto
+    assert problems({"clusterVersion": "soon"}) == [
+        'clusterVersion: \'soon\' is not "auto", "unknown" or a version such as "1.27"'
+    ]
+
+
+def test_load_file_errors(tmp_path: Path) -> None:
+    bad = tmp_path / "c.yaml"
+    bad.write_text("rules: [\n")
+    with pytest.raises(ConfigError) as info:
+        load(bad)
+    assert str(info.value).startswith(f"{bad}: not valid YAML")
+    with pytest.raises(ConfigError) as info:
+        load(tmp_path / "missing.yaml")
+    assert "cannot read file" in str(info.value)
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    assert load(empty, environ={}).policy.shared_gpu is True
