@@ -37,8 +37,11 @@ def cert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 class Server:
     """A `gpu-policy serve` process on a free loopback port."""
 
-    def __init__(self, cert_dir: Path, config: dict[str, Any] | None, tmp: Path, args: list[str]) -> None:
+    def __init__(
+        self, cert_dir: Path, config: dict[str, Any] | None, tmp: Path, args: list[str], service: tuple[str, str]
+    ) -> None:
         self.cert_dir = cert_dir
+        self.service = service
         self.port = free_port()
         cmd = [
             sys.executable,
@@ -79,6 +82,8 @@ class Server:
         raise RuntimeError(f"server not ready after {timeout}s:\n{self.log.read_text()}")
 
     def client(self, **kw: Any) -> ApiServer:
+        kw.setdefault("service", self.service[0])
+        kw.setdefault("namespace", self.service[1])
         return ApiServer(self.port, str(self.cert_dir / "ca.crt"), **kw)
 
     def stop(self) -> int:
@@ -98,8 +103,13 @@ def start_server(cert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     started: list[Server] = []
     tmp = tmp_path_factory.mktemp("servers")
 
-    def start(config: dict[str, Any] | None = None, *args: str, certs_from: Path | None = None) -> Server:
-        server = Server(certs_from or cert_dir, config, tmp, list(args))
+    def start(
+        config: dict[str, Any] | None = None,
+        *args: str,
+        certs_from: Path | None = None,
+        service: tuple[str, str] = ("gpu-policy", "gpu-policy"),
+    ) -> Server:
+        server = Server(certs_from or cert_dir, config, tmp, list(args), service)
         started.append(server)
         return server
 

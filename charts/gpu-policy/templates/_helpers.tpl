@@ -1,0 +1,138 @@
+{{/* Chart name, truncated to 63 characters (DNS label limit of object names). */}}
+{{- define "gpu-policy.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Full name: release-chart, or the override; 63 characters at most. */}}
+{{- define "gpu-policy.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels on every object. */}}
+{{- define "gpu-policy.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "gpu-policy.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{/* Labels that select the webhook pods; never change them between versions. */}}
+{{- define "gpu-policy.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "gpu-policy.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "gpu-policy.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "gpu-policy.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Name of the Secret holding tls.crt / tls.key (and ca.crt where the chart or cert-manager makes it). */}}
+{{- define "gpu-policy.tlsSecret" -}}
+{{- if eq .Values.certificates.mode "provided" -}}
+{{- required "certificates.existingSecret is required when certificates.mode is provided" .Values.certificates.existingSecret -}}
+{{- else -}}
+{{- printf "%s-tls" (include "gpu-policy.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Service DNS name the API server dials and the certificate must name. */}}
+{{- define "gpu-policy.serviceHost" -}}
+{{- printf "%s.%s.svc" (include "gpu-policy.fullname" .) .Release.Namespace -}}
+{{- end -}}
+
+{{/*
+Namespaces the webhooks never see: the configured list plus, always, the release namespace
+(a webhook that judges its own pods can never come back up after an outage).
+*/}}
+{{- define "gpu-policy.excludedNamespaces" -}}
+{{- $ns := append (.Values.webhook.excludedNamespaces | default list) .Release.Namespace | uniq -}}
+{{- toJson $ns -}}
+{{- end -}}
+
+{{- define "gpu-policy.namespaceSelector" -}}
+namespaceSelector:
+  matchExpressions:
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values: {{ include "gpu-policy.excludedNamespaces" . }}
+    {{- with .Values.webhook.namespaceSelectorExpressions }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+{{- end -}}
+
+{{/*
+True (non-empty) when the cluster understands matchConditions: beta and on by default from 1.28,
+GA in 1.30. The "-0" admits vendor prerelease-style versions (v1.28.3-eks-..., v1.28.1-r0-CCE...).
+*/}}
+{{- define "gpu-policy.matchConditionsSupported" -}}
+{{- if and .Values.webhook.matchConditions (semverCompare ">=1.28.0-0" .Capabilities.KubeVersion.Version) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* CEL: does this container touch anything gpu-policy judges? `c` is the variable name. */}}
+{{- define "gpu-policy.celContainerTouchesGpu" -}}
+{{- $r := .Values.policy.gpuResourceName -}}
+(has(c.resources) && ((has(c.resources.limits) && '{{ $r }}' in c.resources.limits) || (has(c.resources.requests) && '{{ $r }}' in c.resources.requests))) || (has(c.env) && c.env.exists(e, e.name.startsWith('NVIDIA_'))) || (has(c.securityContext) && ((has(c.securityContext.privileged) && c.securityContext.privileged) || (has(c.securityContext.capabilities) && has(c.securityContext.capabilities.add))))
+{{- end -}}
+
+{{/* The caBundle for the webhook configurations, when the chart knows it. */}}
+{{- define "gpu-policy.caBundle" -}}
+{{- if eq .Values.certificates.mode "provided" -}}
+{{- required "certificates.caBundle (base64 PEM of the CA) is required when certificates.mode is provided" .Values.certificates.caBundle -}}
+{{- else if eq .Values.certificates.mode "self-signed" -}}
+{{- index (include "gpu-policy.selfSignedPair" . | fromYaml) "ca.crt" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The self-signed CA and leaf, generated once and then reused: if the Secret already exists in
+the cluster (helm upgrade), its contents are returned; otherwise a new pair is made. Cached in
+.Values so the Secret and the webhook configurations in one render agree.
+*/}}
+{{- define "gpu-policy.selfSignedPair" -}}
+{{- if not (hasKey .Values "__selfSignedPair") -}}
+{{- $secretName := printf "%s-tls" (include "gpu-policy.fullname" .) -}}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace $secretName -}}
+{{- $pair := dict -}}
+{{- if and $existing $existing.data (hasKey $existing.data "ca.crt") (hasKey $existing.data "tls.crt") (hasKey $existing.data "tls.key") -}}
+{{- $_ := set $pair "ca.crt" (index $existing.data "ca.crt") -}}
+{{- $_ := set $pair "tls.crt" (index $existing.data "tls.crt") -}}
+{{- $_ := set $pair "tls.key" (index $existing.data "tls.key") -}}
+{{- else -}}
+{{- $name := include "gpu-policy.fullname" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- $days := int .Values.certificates.selfSignedDays -}}
+{{- $ca := genCA (printf "%s-ca" $name) $days -}}
+{{- $sans := list $name (printf "%s.%s" $name $ns) (printf "%s.%s.svc" $name $ns) (printf "%s.%s.svc.cluster.local" $name $ns) -}}
+{{- $cert := genSignedCert (printf "%s.%s.svc" $name $ns) nil $sans $days $ca -}}
+{{- $_ := set $pair "ca.crt" ($ca.Cert | b64enc) -}}
+{{- $_ := set $pair "tls.crt" ($cert.Cert | b64enc) -}}
+{{- $_ := set $pair "tls.key" ($cert.Key | b64enc) -}}
+{{- end -}}
+{{- $_ := set .Values "__selfSignedPair" $pair -}}
+{{- end -}}
+{{- toYaml (index .Values "__selfSignedPair") -}}
+{{- end -}}
+
+{{/* The policy config the server reads: values.policy plus the namespaces the chart knows. */}}
+{{- define "gpu-policy.config" -}}
+{{- $policy := deepCopy .Values.policy -}}
+{{- $exempt := concat (.Values.policy.exemptNamespaces | default list) (.Values.webhook.excludedNamespaces | default list) | uniq -}}
+{{- $_ := set $policy "exemptNamespaces" $exempt -}}
+{{- $_ := set $policy "webhookNamespace" .Release.Namespace -}}
+{{- toYaml $policy -}}
+{{- end -}}

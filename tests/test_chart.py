@@ -1,0 +1,239 @@
+"""The Helm chart, rendered by a real helm over a matrix of values and validated against Kubernetes schemas."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+from cryptography import x509
+
+from tests.chart import CHART, find, helm, render
+from webhook import certs
+from webhook.config import DEFAULTS, from_mapping
+
+KUBE_VERSIONS = ["1.27.0", "1.28.0", "1.30.0", "v1.28.3-eks-4f4795d", "v1.27.9-r0-CCE23.5.1"]
+MODES = ["self-signed", "cert-manager", "provided"]
+NOT_IN_K8S_SCHEMAS = {"cert-manager.io/v1"}
+
+
+@pytest.fixture(scope="module")
+def provided(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    bundle = certs.generate("gpu-policy", "gpu-policy")
+    return {
+        "mode": "provided",
+        "existingSecret": "my-webhook-tls",
+        "caBundle": base64.b64encode(bundle.ca_cert).decode(),
+    }
+
+
+def values_for(mode: str, provided: dict[str, Any]) -> dict[str, Any]:
+    if mode == "provided":
+        return {"certificates": provided}
+    return {"certificates": {"mode": mode}}
+
+
+def schema_version(kube_version: str) -> str:
+    major_minor = kube_version.lstrip("v").split("-")[0].rsplit(".", 1)[0]
+    return f"{major_minor}.0"
+
+
+def test_helm_lint_is_clean(tmp_path: Path) -> None:
+    result = helm("lint", "--strict", str(CHART))
+    assert "0 chart(s) failed" in result.stdout
+    for ci in sorted((CHART / "ci").glob("*-values.yaml")):
+        helm("lint", "--strict", str(CHART), "--values", str(ci))
+
+
+@pytest.mark.parametrize("kube_version", KUBE_VERSIONS)
+@pytest.mark.parametrize("mode", MODES)
+def test_matrix_renders_valid_objects(mode: str, kube_version: str, provided: dict[str, Any], tmp_path: Path) -> None:
+    docs = render(values_for(mode, provided), kube_version=kube_version, tmp=tmp_path)
+    assert isinstance(docs, list)
+    version = schema_version(kube_version)
+    for doc in docs:
+        if doc["apiVersion"] in NOT_IN_K8S_SCHEMAS:
+            continue
+        kubernetes_validate.validate(doc, version, strict=True)
+
+    mutating = find(docs, "MutatingWebhookConfiguration")
+    validating = find(docs, "ValidatingWebhookConfiguration")
+    hooks = mutating["webhooks"] + validating["webhooks"]
+    assert [h["name"] for h in hooks] == [
+        "mutate.gpu-policy.io",
+        "pods.validate.gpu-policy.io",
+        "workloads.validate.gpu-policy.io",
+    ]
+    # matchConditions exactly where the cluster understands them; vendor suffixes must not drop them.
+    wants_conditions = schema_version(kube_version) >= "1.28.0"
+    assert [("matchConditions" in h) for h in hooks] == [wants_conditions, wants_conditions, False]
+
+    for hook in hooks:
+        assert hook["admissionReviewVersions"] == ["v1"]
+        assert hook["sideEffects"] == "None" and hook["matchPolicy"] == "Equivalent"
+        assert hook["timeoutSeconds"] <= 10
+        service = hook["clientConfig"]["service"]
+        assert service == {
+            "name": "gpu-policy",
+            "namespace": "gpu-policy",
+            "port": 443,
+            "path": "/mutate" if hook["name"].startswith("mutate") else "/validate",
+        }
+        excluded = hook["namespaceSelector"]["matchExpressions"][0]
+        assert excluded["key"] == "kubernetes.io/metadata.name" and excluded["operator"] == "NotIn"
+        assert {"gpu-policy", "kube-system", "kube-public", "kube-node-lease"} <= set(excluded["values"])
+    assert mutating["webhooks"][0]["reinvocationPolicy"] == "IfNeeded"
+    assert [h["failurePolicy"] for h in hooks] == ["Ignore", "Fail", "Ignore"]
+
+    if mode == "cert-manager":
+        for cfg in (mutating, validating):
+            assert cfg["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == "gpu-policy/gpu-policy-tls"
+            assert all("caBundle" not in h["clientConfig"] for h in cfg["webhooks"])
+        cert = find(docs, "Certificate", "gpu-policy-tls")
+        assert "gpu-policy.gpu-policy.svc" in cert["spec"]["dnsNames"]
+        assert cert["spec"]["secretName"] == "gpu-policy-tls"
+    else:
+        bundles = {h["clientConfig"]["caBundle"] for h in hooks}
+        assert len(bundles) == 1
+        ca = x509.load_pem_x509_certificate(base64.b64decode(bundles.pop()))
+        assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    if mode == "self-signed":
+        secret = find(docs, "Secret", "gpu-policy-tls")
+        leaf = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+        sans = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        assert "gpu-policy.gpu-policy.svc" in sans.get_values_for_type(x509.DNSName)
+        assert secret["data"]["ca.crt"] == hooks[0]["clientConfig"]["caBundle"]
+    secret_name = "my-webhook-tls" if mode == "provided" else "gpu-policy-tls"
+    deployment = find(docs, "Deployment")
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["tls"]["secret"]["secretName"] == secret_name
+
+
+def test_deployment_is_hardened_and_highly_available(tmp_path: Path) -> None:
+    docs = render(tmp=tmp_path)
+    deployment = find(docs, "Deployment")
+    spec = deployment["spec"]
+    pod = spec["template"]["spec"]
+    assert spec["replicas"] == 2 and spec["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    assert pod["priorityClassName"] == "system-cluster-critical"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["topologySpreadConstraints"][0]["topologyKey"] == "kubernetes.io/hostname"
+    (c,) = pod["containers"]
+    sc = c["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert "memory" in c["resources"]["limits"] and "cpu" in c["resources"]["requests"]
+    assert find(docs, "PodDisruptionBudget")["spec"]["minAvailable"] == 1
+    quota = find(docs, "ResourceQuota")
+    assert quota["spec"]["scopeSelector"]["matchExpressions"][0]["values"] == ["system-cluster-critical"]
+    # The token is mounted only because clusterVersion is auto (it reads /version).
+    assert pod["automountServiceAccountToken"] is True
+    pinned = render({"policy": {"clusterVersion": "1.27"}}, tmp=tmp_path)
+    assert find(pinned, "Deployment")["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+    single = render({"replicaCount": 1}, tmp=tmp_path)
+    assert not [d for d in single if d["kind"] == "PodDisruptionBudget"]
+
+
+def test_rbac_is_least_privilege(tmp_path: Path) -> None:
+    role = find(render(tmp=tmp_path), "ClusterRole")
+    assert role["rules"] == [
+        {"nonResourceURLs": ["/version", "/version/"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+    ]
+
+
+def test_release_namespace_cannot_be_removed_from_exclusions(tmp_path: Path) -> None:
+    docs = render(
+        {
+            "webhook": {
+                "excludedNamespaces": [],
+                "namespaceSelectorExpressions": [{"key": "team", "operator": "In", "values": ["ml"]}],
+            }
+        },
+        namespace="platform",
+        tmp=tmp_path,
+    )
+    for hook in find(docs, "ValidatingWebhookConfiguration")["webhooks"]:
+        exprs = hook["namespaceSelector"]["matchExpressions"]
+        assert exprs[0]["values"] == ["platform"]
+        assert exprs[1] == {"key": "team", "operator": "In", "values": ["ml"]}
+
+
+def test_rendered_policy_config_is_accepted_by_the_server(tmp_path: Path) -> None:
+    docs = render(
+        {
+            "policy": {
+                "rules": {"gpu-quantity": "warn"},
+                "exemptNamespaces": ["batch-system"],
+                "acceleratorNodeSelector": {"default": "nvidia-t4"},
+            }
+        },
+        namespace="gp",
+        tmp=tmp_path,
+    )
+    config = yaml.safe_load(find(docs, "ConfigMap")["data"]["config.yaml"])
+    settings = from_mapping(config, environ={})
+    assert settings.policy.mode("gpu-quantity") == "warn"
+    assert {"gp", "batch-system", "kube-system", "gpu-operator"} <= settings.policy.exempt_namespaces
+    assert settings.policy.accelerator_default == "nvidia-t4"
+
+
+def test_values_schema_matches_config_keys() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    policy = schema["properties"]["policy"]
+
+    def keys(s: dict[str, Any], defaults: dict[str, Any]) -> None:
+        assert set(s["properties"]) == set(defaults) - {"webhookNamespace"}
+        for k, v in defaults.items():
+            if isinstance(v, dict):
+                keys(s["properties"][k], v)
+
+    keys(policy, DEFAULTS)
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    jsonschema.validate(values, schema)
+    # Same defaults as the server, but exemptNamespaces: the chart adds webhook.excludedNamespaces to it.
+    skip = {"webhookNamespace", "exemptNamespaces"}
+    expected = {k: v for k, v in json.loads(json.dumps(DEFAULTS)).items() if k not in skip}
+    assert {k: v for k, v in values["policy"].items() if k not in skip} == expected
+    assert set(DEFAULTS["exemptNamespaces"]) <= set(values["webhook"]["excludedNamespaces"])
+
+
+@pytest.mark.parametrize(
+    ("values", "fragment"),
+    [
+        ({"webhook": {"timeoutSecond": 3}}, "timeoutSecond"),
+        ({"replicaCount": "two"}, "replicaCount"),
+        ({"policy": {"rules": {"gpu-quantity": "block"}}}, "gpu-quantity"),
+        ({"policy": {"sharedGPU": True}}, "sharedGPU"),
+        ({"certificates": {"mode": "magic"}}, "mode"),
+        ({"webhook": {"validatingPods": {"failurePolicy": "fail"}}}, "failurePolicy"),
+    ],
+)
+def test_schema_rejects_typos_and_wrong_types(values: dict[str, Any], fragment: str, tmp_path: Path) -> None:
+    result = render(values, tmp=tmp_path, check=False)
+    assert result.returncode != 0
+    assert "schema" in result.stderr.lower() and fragment in result.stderr
+
+
+def test_provided_mode_requires_secret_and_ca(tmp_path: Path) -> None:
+    result = render({"certificates": {"mode": "provided", "caBundle": "eA=="}}, tmp=tmp_path, check=False)
+    assert result.returncode != 0 and "certificates.existingSecret is required" in result.stderr
+    result = render({"certificates": {"mode": "provided", "existingSecret": "s"}}, tmp=tmp_path, check=False)
+    assert result.returncode != 0 and "certificates.caBundle" in result.stderr
+
+
+def test_notes_warn_about_fail_open(tmp_path: Path) -> None:
+    values = tmp_path / "v.yaml"
+    values.write_text(yaml.safe_dump({"webhook": {"validatingPods": {"failurePolicy": "Ignore"}}, "replicaCount": 1}))
+    out = helm("install", "gp", str(CHART), "--dry-run=client", "--namespace", "ml", "--values", str(values)).stdout
+    assert "WARNING: webhook.validatingPods.failurePolicy is Ignore" in out
+    assert "WARNING: replicaCount is 1" in out
+    assert "helm test gp -n ml" in out
