@@ -22,6 +22,7 @@ log = logging.getLogger("gpu-policy.tls")
 def new_context(cert: str | Path, key: str | Path) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.set_alpn_protocols(["http/1.1"])  # what we speak; clients that insist on ALPN get an answer
     ctx.load_cert_chain(str(cert), str(key))
     return ctx
 

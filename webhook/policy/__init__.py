@@ -7,7 +7,6 @@ client: the server and the offline CLI call exactly these functions.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,7 +82,7 @@ class Mutation:
 
 def opted_out(pod: PodView, policy: Policy) -> bool:
     annotations = pod.metadata.get("annotations")
-    return isinstance(annotations, Mapping) and annotations.get(policy.opt_out_annotation) == "false"
+    return isinstance(annotations, dict) and annotations.get(policy.opt_out_annotation) == "false"
 
 
 def mutate(pod: PodView, policy: Policy) -> Mutation:

@@ -8,7 +8,6 @@ something is not what the Kubernetes API allows. That keeps the rules short and 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -46,6 +45,11 @@ class ShapeError(ValueError):
         self.problem = problem
 
 
+# Env names the rules and mutations read; `build_view` records where each one occurs so
+# nobody rescans env lists (they are the bulk of a pod spec).
+WATCHED_ENV = frozenset({"NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH"})
+
+
 @dataclass(slots=True)
 class Container:
     """One container of any kind, with the fields the rules read already type-checked."""
@@ -54,14 +58,25 @@ class Container:
     label: str  # "container" | "init container" | "ephemeral container"
     index: int
     name: str
-    path: str  # "spec.template.spec.containers[0]"
-    pointer: str  # "/spec/containers/0" (JSON pointer, used by mutations)
-    raw: Mapping[str, Any]
-    env: list[Mapping[str, Any]] | None
-    limits: Mapping[str, Any] | None
-    requests: Mapping[str, Any] | None
-    security: Mapping[str, Any] | None
+    spec_path: str  # field path of the pod spec, e.g. "spec.template.spec"
+    spec_pointer: str  # JSON pointer of the pod spec, e.g. "/spec"
+    raw: dict[str, Any]
+    env: list[dict[str, Any]] | None
+    watched: dict[str, list[int]]  # WATCHED_ENV name -> indices in env, in order
+    limits: dict[str, Any] | None
+    requests: dict[str, Any] | None
+    security: dict[str, Any] | None
     gpu: Decimal | None  # parsed GPU count (limits, else requests); None when unset or unparsable
+
+    @property
+    def path(self) -> str:
+        """Field path, as messages show it: "spec.template.spec.containers[0]"."""
+        return f"{self.spec_path}.{self.kind}[{self.index}]"
+
+    @property
+    def pointer(self) -> str:
+        """JSON pointer, as patches need it: "/spec/containers/0"."""
+        return f"{self.spec_pointer}/{self.kind}/{self.index}"
 
 
 @dataclass(slots=True)
@@ -70,10 +85,10 @@ class PodView:
 
     path: str  # field path prefix of the pod spec, e.g. "spec.template.spec"
     pointer: str  # JSON pointer of the pod spec, e.g. "/spec"
-    metadata: Mapping[str, Any]
-    spec: Mapping[str, Any]
+    metadata: dict[str, Any]
+    spec: dict[str, Any]
     containers: list[Container]
-    node_selector: Mapping[str, Any] | None
+    node_selector: dict[str, Any] | None
     affinity_keys: frozenset[str]  # label keys pinned by required node affinity (In / Exists)
     is_pod: bool
 
@@ -102,10 +117,12 @@ def group_of(api_version: object) -> str:
     return api_version.rpartition("/")[0] if "/" in api_version else ""
 
 
-def _mapping(value: Any, path: str, *, optional: bool = True) -> Mapping[str, Any] | None:
+# JSON and YAML decode to plain dicts and lists; `isinstance(x, dict)` is a fast C check where
+# `isinstance(x, Mapping)` goes through the ABC machinery on every field.
+def _mapping(value: Any, path: str, *, optional: bool = True) -> dict[str, Any] | None:
     if value is None and optional:
         return None
-    if not isinstance(value, Mapping):
+    if not isinstance(value, dict):
         raise ShapeError(path, f"must be an object, got {_type(value)}")
     return value
 
@@ -128,7 +145,7 @@ def build_view(obj: Any, keys: tuple[str, ...], policy: Policy) -> PodView:
     """Walk `obj` down `keys` to its pod template and read it into a `PodView`."""
     root = _mapping(obj, "object", optional=False)
     assert root is not None
-    node: Mapping[str, Any] = root
+    node: dict[str, Any] = root
     path = ""
     for key in keys:
         path = f"{path}.{key}" if path else key
@@ -148,7 +165,7 @@ def build_view(obj: Any, keys: tuple[str, ...], policy: Policy) -> PodView:
     for kind, label in CONTAINER_KINDS:
         items = _list(spec.get(kind), f"{spec_path}.{kind}")
         for index, raw in enumerate(items or ()):
-            containers.append(_container(raw, kind, label, index, spec_path, pointer, policy))
+            containers.append(_container(raw, kind, label, index, spec_path, f"{pointer}/spec", policy))
 
     node_selector = _mapping(spec.get("nodeSelector"), f"{spec_path}.nodeSelector")
     return PodView(
@@ -166,43 +183,63 @@ def build_view(obj: Any, keys: tuple[str, ...], policy: Policy) -> PodView:
 def _container(
     raw: Any, kind: str, label: str, index: int, spec_path: str, spec_pointer: str, policy: Policy
 ) -> Container:
-    path = f"{spec_path}.{kind}[{index}]"
-    c = _mapping(raw, path, optional=False)
-    assert c is not None
+    if not isinstance(raw, dict):
+        raise ShapeError(f"{spec_path}.{kind}[{index}]", f"must be an object, got {_type(raw)}")
+    c = raw
+    path = f"{spec_path}.{kind}[{index}]"  # for error messages only
     name = c.get("name", "")
     if not isinstance(name, str):
         raise ShapeError(f"{path}.name", f"must be a string, got {_type(name)}")
-    env = _list(c.get("env"), f"{path}.env")
-    for i, entry in enumerate(env or ()):
-        e = _mapping(entry, f"{path}.env[{i}]", optional=False)
-        assert e is not None
-        if not isinstance(e.get("name"), str):
-            raise ShapeError(f"{path}.env[{i}].name", "must be a string")
-        value = e.get("value")
-        if value is not None and not isinstance(value, str):
-            raise ShapeError(f"{path}.env[{i}].value", f"must be a string, got {_type(value)}")
-    resources = _mapping(c.get("resources"), f"{path}.resources") or {}
-    limits = _mapping(resources.get("limits"), f"{path}.resources.limits")
-    requests = _mapping(resources.get("requests"), f"{path}.resources.requests")
-    security = _mapping(c.get("securityContext"), f"{path}.securityContext")
+
+    env = c.get("env")
+    watched: dict[str, list[int]] = {}
+    if env is not None:
+        if not isinstance(env, list):
+            raise ShapeError(f"{path}.env", f"must be a list, got {_type(env)}")
+        for i, entry in enumerate(env):
+            if not isinstance(entry, dict):
+                raise ShapeError(f"{path}.env[{i}]", f"must be an object, got {_type(entry)}")
+            env_name = entry.get("name")
+            if not isinstance(env_name, str):
+                raise ShapeError(f"{path}.env[{i}].name", "must be a string")
+            if env_name in WATCHED_ENV:  # only the values we read are ours to type-check
+                value = entry.get("value")
+                if value is not None and not isinstance(value, str):
+                    raise ShapeError(f"{path}.env[{i}].value", f"must be a string, got {_type(value)}")
+                watched.setdefault(env_name, []).append(i)
+
+    limits = requests = security = None
+    resources = c.get("resources")
+    if resources is not None:
+        if not isinstance(resources, dict):
+            raise ShapeError(f"{path}.resources", f"must be an object, got {_type(resources)}")
+        limits = _mapping(resources.get("limits"), f"{path}.resources.limits")
+        requests = _mapping(resources.get("requests"), f"{path}.resources.requests")
+
+    security = c.get("securityContext")
     if security is not None:
+        if not isinstance(security, dict):
+            raise ShapeError(f"{path}.securityContext", f"must be an object, got {_type(security)}")
         caps = _mapping(security.get("capabilities"), f"{path}.securityContext.capabilities")
         if caps is not None:
-            for i, cap in enumerate(_list(caps.get("add"), f"{path}.securityContext.capabilities.add") or ()):
+            add = _list(caps.get("add"), f"{path}.securityContext.capabilities.add") or ()
+            for i, cap in enumerate(add):
                 if not isinstance(cap, str):
                     raise ShapeError(f"{path}.securityContext.capabilities.add[{i}]", "must be a string")
         privileged = security.get("privileged")
         if privileged is not None and not isinstance(privileged, bool):
             raise ShapeError(f"{path}.securityContext.privileged", f"must be a boolean, got {_type(privileged)}")
+
     return Container(
         kind=kind,
         label=label,
         index=index,
         name=name,
-        path=path,
-        pointer=f"{spec_pointer}/spec/{kind}/{index}",
+        spec_path=spec_path,
+        spec_pointer=spec_pointer,
         raw=c,
         env=env,
+        watched=watched,
         limits=limits,
         requests=requests,
         security=security,
@@ -210,7 +247,7 @@ def _container(
     )
 
 
-def _gpu_count(limits: Mapping[str, Any] | None, requests: Mapping[str, Any] | None, resource: str) -> Decimal | None:
+def _gpu_count(limits: dict[str, Any] | None, requests: dict[str, Any] | None, resource: str) -> Decimal | None:
     # Limits decide (they are what the device plugin allocates); templates may carry
     # only one side, so fall back to requests.
     for side in (limits, requests):
@@ -248,9 +285,10 @@ def _required_affinity_keys(affinity: Any, path: str) -> frozenset[str]:
     return frozenset(keys)
 
 
-def env_entries(c: Container, name: str) -> list[tuple[int, Mapping[str, Any]]]:
-    """All entries of `c.env` named `name` (case-sensitive, as the kubelet compares)."""
-    return [(i, e) for i, e in enumerate(c.env or ()) if e.get("name") == name]
+def env_entries(c: Container, name: str) -> list[tuple[int, dict[str, Any]]]:
+    """All entries of `c.env` named `name` (one of WATCHED_ENV; case-sensitive, as the kubelet compares)."""
+    assert c.env is not None or not c.watched
+    return [(i, c.env[i]) for i in c.watched.get(name, ())]  # type: ignore[index]
 
 
 def quote_key(key: str) -> str:

@@ -13,7 +13,7 @@ one the runtime honours, because `kubectl apply` may drop one of two duplicates.
 from __future__ import annotations
 
 from ..nvidia import VISIBLE_DEVICES, grants_devices
-from ..objects import PodView
+from ..objects import PodView, env_entries
 from ..quantity import describe
 from ..types import Policy, Rule, Violation
 
@@ -24,9 +24,7 @@ FIX = 'remove the variable and request GPUs with resources.limits["nvidia.com/gp
 def check(view: PodView, policy: Policy) -> list[Violation]:
     out: list[Violation] = []
     for c in view.containers:
-        for i, entry in enumerate(c.env or ()):
-            if entry.get("name") != VISIBLE_DEVICES:
-                continue
+        for i, entry in env_entries(c, VISIBLE_DEVICES):
             path = f"{c.path}.env[{i}]"
             if entry.get("valueFrom") is not None:
                 out.append(
