@@ -1,0 +1,312 @@
+"""`make bench`: gpu-policy over TLS with keep-alive, side by side with the bare aiohttp limit.
+
+Each server runs as its own process pinned to core 0 and the load generator to core 1 (on
+this 2-core machine). Closed loop at fixed concurrency uses wrk (rotating realistic reviews);
+open loop at fixed offered rates uses h2load --h1 --rps, so latency is not flattered by
+coordinated omission. Where those tools are missing an aiohttp client stands in (slower, and
+said so in the output). Results: bench/results/latest.json and a table on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from webhook import certs
+
+from . import core
+from .reviews import bodies
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+CONCURRENCY = (1, 8, 32, 64)
+RATES = (200, 500, 1000)
+SERVER_CPU, LOAD_CPU = 0, 1
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _pin(cpu: int | None) -> Any:
+    if cpu is None or (os.cpu_count() or 1) < 2:
+        return None
+    return lambda: os.sched_setaffinity(0, {cpu})
+
+
+def _family(pid: int) -> list[int]:
+    """The process and its children (the pre-forked workers)."""
+    pids = [pid]
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        pids += [int(p) for p in task.read_text().split()]
+    return pids
+
+
+def cpu_seconds(pid: int) -> float:
+    total = 0
+    for p in _family(pid):
+        fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime + stime
+    return total / CLK_TCK
+
+
+def peak_rss_mb(pid: int) -> float:
+    kb = 0
+    for p in _family(pid):
+        for line in Path(f"/proc/{p}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                kb += int(line.split()[1])
+    return round(kb / 1024, 1)
+
+
+@contextmanager
+def server(cmd: list[str], port: int, cpu: int | None, ca: Path) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_pin(cpu))
+    ctx = ssl.create_default_context(cafile=str(ca))
+    deadline = time.monotonic() + 20
+    try:
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{cmd} exited: {proc.stderr.read().decode() if proc.stderr else ''}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), 1) as sock, ctx.wrap_socket(
+                    sock, server_hostname="localhost"
+                ):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        time.sleep(0.3)  # let pre-forked workers all bind
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _taskset(cpu: int | None) -> list[str]:
+    return ["taskset", "-c", str(cpu)] if cpu is not None and shutil.which("taskset") and (os.cpu_count() or 1) > 1 else []
+
+
+def wrk(url: str, files: list[Path], conns: int, seconds: float, cpu: int | None) -> dict[str, Any]:
+    cmd = [*_taskset(cpu), "wrk", "-t1", f"-c{conns}", f"-d{max(1, round(seconds))}s", "--timeout", "10s", "--latency",
+           "-s", str(HERE / "wrk.lua"), url, "--", *map(str, files)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=seconds + 60).stdout
+    line = next(x for x in out.splitlines() if x.startswith("WRK "))
+    f = {k: int(v) for k, v in (kv.split("=") for kv in line.split()[1:])}
+    return {
+        "rps": round(f["requests"] / (f["duration_us"] / 1e6)),
+        "p50_ms": f["p50"] / 1000, "p90_ms": f["p90"] / 1000, "p99_ms": f["p99"] / 1000, "max_ms": f["max"] / 1000,
+        "errors": f["status_errors"] + f["io_errors"], "requests": f["requests"],
+    }
+
+
+def _percentiles(latencies_us: list[int]) -> dict[str, float]:
+    latencies_us.sort()
+    n = len(latencies_us)
+
+    def pct(p: float) -> float:
+        return latencies_us[min(n - 1, int(p * n))] / 1000 if n else float("nan")
+
+    return {"p50_ms": pct(0.50), "p90_ms": pct(0.90), "p99_ms": pct(0.99), "max_ms": latencies_us[-1] / 1000 if n else 0}
+
+
+def h2load(url: str, body: Path, rate: int, seconds: float, cpu: int | None, pid: int) -> dict[str, Any]:
+    clients = 10
+    with tempfile.NamedTemporaryFile(suffix=".log") as log:
+        cpu_before = cpu_seconds(pid)
+        cmd = [*_taskset(cpu), "h2load", "--h1", "-t1", f"-c{clients}", f"--rps={rate / clients:g}",
+               f"-D{seconds:g}", "-d", str(body), "-H", "Content-Type: application/json",
+               f"--log-file={log.name}", url]
+        subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=seconds + 60)
+        cpu_used = cpu_seconds(pid) - cpu_before
+        rows = [line.split("\t") for line in Path(log.name).read_text().splitlines() if line]
+    ok = [int(r[2]) for r in rows if r[1] == "200"]
+    return {"offered_rps": rate, "achieved_rps": round(len(ok) / seconds), "errors": len(rows) - len(ok),
+            "cpu_ms_per_1000": round(cpu_used / max(len(rows), 1) * 1e6, 1), **_percentiles(ok)}
+
+
+async def _aiohttp_closed(url: str, payloads: list[bytes], conns: int, seconds: float) -> dict[str, Any]:
+    import aiohttp
+
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    latencies: list[int] = []
+    deadline = time.monotonic() + seconds
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx, limit=conns)) as session:
+
+        async def worker(offset: int) -> None:
+            i = offset
+            while time.monotonic() < deadline:
+                start = time.perf_counter_ns()
+                async with session.post(url, data=payloads[i % len(payloads)],
+                                        headers={"Content-Type": "application/json"}) as resp:
+                    await resp.read()
+                latencies.append((time.perf_counter_ns() - start) // 1000)
+                i += 1
+
+        await asyncio.gather(*(worker(k) for k in range(conns)))
+    return {"rps": round(len(latencies) / seconds), "errors": 0, "requests": len(latencies), **_percentiles(latencies)}
+
+
+def closed_loop(url: str, files: list[Path], conns: int, seconds: float, cpu: int | None) -> dict[str, Any]:
+    if shutil.which("wrk"):
+        return wrk(url, files, conns, seconds, cpu)
+    return asyncio.run(_aiohttp_closed(url, [f.read_bytes() for f in files], conns, seconds))
+
+
+def measure(name: str, url: str, pid: int, files: list[Path], rate_body: Path, seconds: float) -> dict[str, Any]:
+    print(f"  {name}: ", end="", flush=True)
+    result: dict[str, Any] = {"concurrency": {}, "rates": {}}
+    closed_loop(url, files, 8, 1.0, LOAD_CPU)  # warm-up
+    for c in CONCURRENCY:
+        cpu_before = cpu_seconds(pid)
+        r = closed_loop(url, files, c, seconds, LOAD_CPU)
+        r["cpu_ms_per_1000"] = round((cpu_seconds(pid) - cpu_before) / max(r["requests"], 1) * 1e6, 1)
+        result["concurrency"][c] = r
+        print(f"c{c}={r['rps']}/s ", end="", flush=True)
+    if shutil.which("h2load"):
+        for rate in RATES:
+            result["rates"][rate] = h2load(url, rate_body, rate, seconds, LOAD_CPU, pid)
+            print(f"r{rate}:p99={result['rates'][rate]['p99_ms']}ms ", end="", flush=True)
+    result["peak_rss_mb"] = peak_rss_mb(pid)
+    print()
+    return result
+
+
+def ratio(value: float, limit: float) -> str:
+    return f"{value / limit:.2f}" if limit else "n/a"
+
+
+def report(results: dict[str, Any]) -> str:
+    t = results["targets"]
+    names = list(t)
+    bare = t["bare"]
+    lines = ["", f"machine: {results['machine']}", f"load: {results['load_tools']}", ""]
+    lines.append("Closed loop (wrk, keep-alive, rotating 4-16 KB reviews): req/s, p50/p99 ms, ratio of req/s to bare")
+    lines.append(f"{'conns':>6} " + " ".join(f"{n:>34}" for n in names))
+    for c in CONCURRENCY:
+        cells = []
+        for n in names:
+            r = t[n]["concurrency"][c]
+            cells.append(f"{r['rps']:>7} {r['p50_ms']:6.2f}/{r['p99_ms']:6.2f} x{ratio(r['rps'], bare['concurrency'][c]['rps'])}")
+        lines.append(f"{c:>6} " + " ".join(f"{x:>34}" for x in cells))
+    if bare["rates"]:
+        lines += ["", "Open loop (h2load --h1 --rps, 10 connections, 6 KB GPU pod review): p50/p90/p99/max ms"]
+        lines.append(f"{'rate':>6} " + " ".join(f"{n:>34}" for n in names))
+        for rate in RATES:
+            cells = []
+            for n in names:
+                r = t[n]["rates"][rate]
+                cells.append(f"{r['p50_ms']:.2f}/{r['p90_ms']:.2f}/{r['p99_ms']:.2f}/{r['max_ms']:.1f}")
+            lines.append(f"{rate:>6} " + " ".join(f"{x:>34}" for x in cells))
+        lines += ["", "CPU ms per 1,000 reviews at 1,000 req/s offered; peak RSS"]
+        for n in names:
+            r = t[n]["rates"][1000]
+            lines.append(f"  {n:28} {r['cpu_ms_per_1000']:7.1f} ms   (x{ratio(r['cpu_ms_per_1000'], bare['rates'][1000]['cpu_ms_per_1000'])})"
+                         f"   RSS {t[n]['peak_rss_mb']} MB")
+    if results.get("workers"):
+        w = results["workers"]
+        lines += ["", "Workers (unpinned; load generator shares the 2 cores), /validate at 64 connections:"]
+        for k, r in w.items():
+            lines.append(f"  {k:28} {r['rps']:>7} req/s  p99 {r['p99_ms']:.2f} ms")
+    lines += ["", "Policy core alone (view + all rules + all mutations), median us per pod:"]
+    for k, r in results["core"].items():
+        lines.append(f"  {k:22} {r['median_us']:8.2f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench")
+    p.add_argument("--seconds", type=float, default=6.0, help="duration of each measurement")
+    p.add_argument("--quick", action="store_true", help="2-second measurements (a smoke run)")
+    p.add_argument("--no-workers", action="store_true", help="skip the 1 vs 2 worker comparison")
+    p.add_argument("--out", default=str(RESULTS / "latest.json"))
+    args = p.parse_args(argv)
+    seconds = 2.0 if args.quick else args.seconds
+
+    tools = ", ".join(t for t in ("wrk", "h2load") if shutil.which(t)) or "aiohttp client (wrk/h2load missing)"
+    results: dict[str, Any] = {
+        "machine": f"{platform.machine()} {os.cpu_count()} cores, {platform.python_implementation()} "
+                   f"{platform.python_version()}, {platform.platform()}",
+        "load_tools": tools, "seconds": seconds, "targets": {},
+    }
+    with tempfile.TemporaryDirectory() as tmp_s:
+        tmp = Path(tmp_s)
+        certs.write(certs.generate("gpu-policy", "gpu-policy", extra_hosts=("localhost", "127.0.0.1")), tmp / "certs")
+        files = []
+        for name, body in bodies().items():
+            path = tmp / f"{name}.json"
+            path.write_bytes(body)
+            files.append(path)
+        rate_body = tmp / "gpu-mutated.json"
+        config = tmp / "config.yaml"
+        config.write_text(yaml.safe_dump({"clusterVersion": "1.27", "acceleratorNodeSelector": {"default": "nvidia-t4"}}))
+        ca = tmp / "certs" / "ca.crt"
+        py = sys.executable
+
+        def policy_cmd(port: int, workers: int = 1) -> list[str]:
+            return [py, "-m", "webhook", "--log-level", "warning", "serve", "--config", str(config),
+                    "--cert-dir", str(tmp / "certs"), "--host", "127.0.0.1", "--port", str(port),
+                    "--workers", str(workers)]
+
+        print(f"bench: {seconds:g} s per measurement, tools: {tools}")
+        port = free_port()
+        with server([py, "-m", "bench.bare", "--cert-dir", str(tmp / "certs"), "--port", str(port)], port,
+                    SERVER_CPU, ca) as proc:
+            results["targets"]["bare"] = measure("bare", f"https://127.0.0.1:{port}/validate", proc.pid, files,
+                                                 rate_body, seconds)
+        port = free_port()
+        with server(policy_cmd(port), port, SERVER_CPU, ca) as proc:
+            for endpoint in ("validate", "mutate"):
+                results["targets"][f"gpu-policy /{endpoint}"] = measure(
+                    f"gpu-policy /{endpoint}", f"https://127.0.0.1:{port}/{endpoint}", proc.pid, files, rate_body,
+                    seconds,
+                )
+        if not args.no_workers:
+            results["workers"] = {}
+            for workers in (1, 2):
+                port = free_port()
+                with server(policy_cmd(port, workers), port, None, ca):
+                    closed_loop(f"https://127.0.0.1:{port}/validate", files, 8, 1.0, None)
+                    results["workers"][f"gpu-policy --workers {workers}"] = closed_loop(
+                        f"https://127.0.0.1:{port}/validate", files, 64, seconds, None
+                    )
+        results["core"] = core.run(quick=args.quick)
+
+    text = report(results)
+    print(text)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2, default=str))
+    out.with_suffix(".txt").write_text(text + "\n")
+    print(f"\nwrote {out} and {out.with_suffix('.txt')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
