@@ -12,7 +12,7 @@ HOST    ?= 127.0.0.1
 PORT    ?= 8443
 CERTS   := certs/dev
 
-.PHONY: all venv certs run test lint pytest helm bench clean
+.PHONY: all venv certs run test lint pytest helm bench bench-tools clean
 
 all: test
 
@@ -49,7 +49,14 @@ pytest: venv helm
 
 test: lint pytest
 
-bench: venv certs
+# Load generators from Debian (wrk: closed loop; h2load: open loop at a fixed rate). Without them
+# the bench falls back to an aiohttp client and says so.
+bench-tools:
+	@command -v wrk >/dev/null && command -v h2load >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk nghttp2-client; } || \
+	  echo "wrk/h2load could not be installed: falling back to an aiohttp load generator"
+
+bench: venv bench-tools
 	$(PY) -m bench $(BENCH_ARGS)
 
 clean:

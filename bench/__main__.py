@@ -17,7 +17,6 @@ import platform
 import shutil
 import socket
 import ssl
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,7 @@ from .reviews import bodies
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 CONCURRENCY = (1, 8, 32, 64)
+PER_POD = ("cpu-small", "cpu-web", "gpu-mutated", "gpu-denied", "gpu-big")
 RATES = (200, 500, 1000)
 SERVER_CPU, LOAD_CPU = 0, 1
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -89,8 +89,9 @@ def server(cmd: list[str], port: int, cpu: int | None, ca: Path) -> Iterator[sub
             if proc.poll() is not None:
                 raise RuntimeError(f"{cmd} exited: {proc.stderr.read().decode() if proc.stderr else ''}")
             try:
-                with socket.create_connection(("127.0.0.1", port), 1) as sock, ctx.wrap_socket(
-                    sock, server_hostname="localhost"
+                with (
+                    socket.create_connection(("127.0.0.1", port), 1) as sock,
+                    ctx.wrap_socket(sock, server_hostname="localhost"),
                 ):
                     break
             except OSError:
@@ -108,19 +109,38 @@ def server(cmd: list[str], port: int, cpu: int | None, ca: Path) -> Iterator[sub
 
 
 def _taskset(cpu: int | None) -> list[str]:
-    return ["taskset", "-c", str(cpu)] if cpu is not None and shutil.which("taskset") and (os.cpu_count() or 1) > 1 else []
+    return (
+        ["taskset", "-c", str(cpu)] if cpu is not None and shutil.which("taskset") and (os.cpu_count() or 1) > 1 else []
+    )
 
 
 def wrk(url: str, files: list[Path], conns: int, seconds: float, cpu: int | None) -> dict[str, Any]:
-    cmd = [*_taskset(cpu), "wrk", "-t1", f"-c{conns}", f"-d{max(1, round(seconds))}s", "--timeout", "10s", "--latency",
-           "-s", str(HERE / "wrk.lua"), url, "--", *map(str, files)]
+    cmd = [
+        *_taskset(cpu),
+        "wrk",
+        "-t1",
+        f"-c{conns}",
+        f"-d{max(1, round(seconds))}s",
+        "--timeout",
+        "10s",
+        "--latency",
+        "-s",
+        str(HERE / "wrk.lua"),
+        url,
+        "--",
+        *map(str, files),
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=seconds + 60).stdout
     line = next(x for x in out.splitlines() if x.startswith("WRK "))
     f = {k: int(v) for k, v in (kv.split("=") for kv in line.split()[1:])}
     return {
         "rps": round(f["requests"] / (f["duration_us"] / 1e6)),
-        "p50_ms": f["p50"] / 1000, "p90_ms": f["p90"] / 1000, "p99_ms": f["p99"] / 1000, "max_ms": f["max"] / 1000,
-        "errors": f["status_errors"] + f["io_errors"], "requests": f["requests"],
+        "p50_ms": f["p50"] / 1000,
+        "p90_ms": f["p90"] / 1000,
+        "p99_ms": f["p99"] / 1000,
+        "max_ms": f["max"] / 1000,
+        "errors": f["status_errors"] + f["io_errors"],
+        "requests": f["requests"],
     }
 
 
@@ -131,22 +151,44 @@ def _percentiles(latencies_us: list[int]) -> dict[str, float]:
     def pct(p: float) -> float:
         return latencies_us[min(n - 1, int(p * n))] / 1000 if n else float("nan")
 
-    return {"p50_ms": pct(0.50), "p90_ms": pct(0.90), "p99_ms": pct(0.99), "max_ms": latencies_us[-1] / 1000 if n else 0}
+    return {
+        "p50_ms": pct(0.50),
+        "p90_ms": pct(0.90),
+        "p99_ms": pct(0.99),
+        "max_ms": latencies_us[-1] / 1000 if n else 0,
+    }
 
 
 def h2load(url: str, body: Path, rate: int, seconds: float, cpu: int | None, pid: int) -> dict[str, Any]:
     clients = 10
     with tempfile.NamedTemporaryFile(suffix=".log") as log:
         cpu_before = cpu_seconds(pid)
-        cmd = [*_taskset(cpu), "h2load", "--h1", "-t1", f"-c{clients}", f"--rps={rate / clients:g}",
-               f"-D{seconds:g}", "-d", str(body), "-H", "Content-Type: application/json",
-               f"--log-file={log.name}", url]
+        cmd = [
+            *_taskset(cpu),
+            "h2load",
+            "--h1",
+            "-t1",
+            f"-c{clients}",
+            f"--rps={rate / clients:g}",
+            f"-D{seconds:g}",
+            "-d",
+            str(body),
+            "-H",
+            "Content-Type: application/json",
+            f"--log-file={log.name}",
+            url,
+        ]
         subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=seconds + 60)
         cpu_used = cpu_seconds(pid) - cpu_before
         rows = [line.split("\t") for line in Path(log.name).read_text().splitlines() if line]
     ok = [int(r[2]) for r in rows if r[1] == "200"]
-    return {"offered_rps": rate, "achieved_rps": round(len(ok) / seconds), "errors": len(rows) - len(ok),
-            "cpu_ms_per_1000": round(cpu_used / max(len(rows), 1) * 1e6, 1), **_percentiles(ok)}
+    return {
+        "offered_rps": rate,
+        "achieved_rps": round(len(ok) / seconds),
+        "errors": len(rows) - len(ok),
+        "cpu_ms_per_1000": round(cpu_used / max(len(rows), 1) * 1e6, 1),
+        **_percentiles(ok),
+    }
 
 
 async def _aiohttp_closed(url: str, payloads: list[bytes], conns: int, seconds: float) -> dict[str, Any]:
@@ -163,8 +205,9 @@ async def _aiohttp_closed(url: str, payloads: list[bytes], conns: int, seconds: 
             i = offset
             while time.monotonic() < deadline:
                 start = time.perf_counter_ns()
-                async with session.post(url, data=payloads[i % len(payloads)],
-                                        headers={"Content-Type": "application/json"}) as resp:
+                async with session.post(
+                    url, data=payloads[i % len(payloads)], headers={"Content-Type": "application/json"}
+                ) as resp:
                     await resp.read()
                 latencies.append((time.perf_counter_ns() - start) // 1000)
                 i += 1
@@ -189,6 +232,12 @@ def measure(name: str, url: str, pid: int, files: list[Path], rate_body: Path, s
         r["cpu_ms_per_1000"] = round((cpu_seconds(pid) - cpu_before) / max(r["requests"], 1) * 1e6, 1)
         result["concurrency"][c] = r
         print(f"c{c}={r['rps']}/s ", end="", flush=True)
+    result["per_pod"] = {}
+    for f in files:
+        if f.stem in PER_POD:
+            r = closed_loop(url, [f], 64, seconds, LOAD_CPU)
+            result["per_pod"][f.stem] = r
+    print("per-pod done ", end="", flush=True)
     if shutil.which("h2load"):
         for rate in RATES:
             result["rates"][rate] = h2load(url, rate_body, rate, seconds, LOAD_CPU, pid)
@@ -213,8 +262,18 @@ def report(results: dict[str, Any]) -> str:
         cells = []
         for n in names:
             r = t[n]["concurrency"][c]
-            cells.append(f"{r['rps']:>7} {r['p50_ms']:6.2f}/{r['p99_ms']:6.2f} x{ratio(r['rps'], bare['concurrency'][c]['rps'])}")
+            cells.append(
+                f"{r['rps']:>7} {r['p50_ms']:6.2f}/{r['p99_ms']:6.2f} x{ratio(r['rps'], bare['concurrency'][c]['rps'])}"
+            )
         lines.append(f"{c:>6} " + " ".join(f"{x:>34}" for x in cells))
+    lines += ["", "Saturation by pod (64 connections, one review repeated): req/s and ratio to bare"]
+    lines.append(f"{'pod':>12} " + " ".join(f"{n:>24}" for n in names))
+    for pod_name in PER_POD:
+        limit = bare["per_pod"][pod_name]["rps"]
+        cells = [
+            f"{t[n]['per_pod'][pod_name]['rps']:>7} x{ratio(t[n]['per_pod'][pod_name]['rps'], limit)}" for n in names
+        ]
+        lines.append(f"{pod_name:>12} " + " ".join(f"{x:>24}" for x in cells))
     if bare["rates"]:
         lines += ["", "Open loop (h2load --h1 --rps, 10 connections, 6 KB GPU pod review): p50/p90/p99/max ms"]
         lines.append(f"{'rate':>6} " + " ".join(f"{n:>34}" for n in names))
@@ -227,8 +286,8 @@ def report(results: dict[str, Any]) -> str:
         lines += ["", "CPU ms per 1,000 reviews at 1,000 req/s offered; peak RSS"]
         for n in names:
             r = t[n]["rates"][1000]
-            lines.append(f"  {n:28} {r['cpu_ms_per_1000']:7.1f} ms   (x{ratio(r['cpu_ms_per_1000'], bare['rates'][1000]['cpu_ms_per_1000'])})"
-                         f"   RSS {t[n]['peak_rss_mb']} MB")
+            x = ratio(r["cpu_ms_per_1000"], bare["rates"][1000]["cpu_ms_per_1000"])
+            lines.append(f"  {n:28} {r['cpu_ms_per_1000']:7.1f} ms   (x{x})   RSS {t[n]['peak_rss_mb']} MB")
     if results.get("workers"):
         w = results["workers"]
         lines += ["", "Workers (unpinned; load generator shares the 2 cores), /validate at 64 connections:"]
@@ -252,8 +311,10 @@ def main(argv: list[str] | None = None) -> int:
     tools = ", ".join(t for t in ("wrk", "h2load") if shutil.which(t)) or "aiohttp client (wrk/h2load missing)"
     results: dict[str, Any] = {
         "machine": f"{platform.machine()} {os.cpu_count()} cores, {platform.python_implementation()} "
-                   f"{platform.python_version()}, {platform.platform()}",
-        "load_tools": tools, "seconds": seconds, "targets": {},
+        f"{platform.python_version()}, {platform.platform()}",
+        "load_tools": tools,
+        "seconds": seconds,
+        "targets": {},
     }
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
@@ -265,26 +326,49 @@ def main(argv: list[str] | None = None) -> int:
             files.append(path)
         rate_body = tmp / "gpu-mutated.json"
         config = tmp / "config.yaml"
-        config.write_text(yaml.safe_dump({"clusterVersion": "1.27", "acceleratorNodeSelector": {"default": "nvidia-t4"}}))
+        config.write_text(
+            yaml.safe_dump({"clusterVersion": "1.27", "acceleratorNodeSelector": {"default": "nvidia-t4"}})
+        )
         ca = tmp / "certs" / "ca.crt"
         py = sys.executable
 
         def policy_cmd(port: int, workers: int = 1) -> list[str]:
-            return [py, "-m", "webhook", "--log-level", "warning", "serve", "--config", str(config),
-                    "--cert-dir", str(tmp / "certs"), "--host", "127.0.0.1", "--port", str(port),
-                    "--workers", str(workers)]
+            return [
+                py,
+                "-m",
+                "webhook",
+                "--log-level",
+                "warning",
+                "serve",
+                "--config",
+                str(config),
+                "--cert-dir",
+                str(tmp / "certs"),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--workers",
+                str(workers),
+            ]
 
         print(f"bench: {seconds:g} s per measurement, tools: {tools}")
         port = free_port()
-        with server([py, "-m", "bench.bare", "--cert-dir", str(tmp / "certs"), "--port", str(port)], port,
-                    SERVER_CPU, ca) as proc:
-            results["targets"]["bare"] = measure("bare", f"https://127.0.0.1:{port}/validate", proc.pid, files,
-                                                 rate_body, seconds)
+        with server(
+            [py, "-m", "bench.bare", "--cert-dir", str(tmp / "certs"), "--port", str(port)], port, SERVER_CPU, ca
+        ) as proc:
+            results["targets"]["bare"] = measure(
+                "bare", f"https://127.0.0.1:{port}/validate", proc.pid, files, rate_body, seconds
+            )
         port = free_port()
         with server(policy_cmd(port), port, SERVER_CPU, ca) as proc:
             for endpoint in ("validate", "mutate"):
                 results["targets"][f"gpu-policy /{endpoint}"] = measure(
-                    f"gpu-policy /{endpoint}", f"https://127.0.0.1:{port}/{endpoint}", proc.pid, files, rate_body,
+                    f"gpu-policy /{endpoint}",
+                    f"https://127.0.0.1:{port}/{endpoint}",
+                    proc.pid,
+                    files,
+                    rate_body,
                     seconds,
                 )
         if not args.no_workers:

@@ -18,8 +18,13 @@ from webhook.tls import new_context
 
 async def handle(request: web.Request) -> web.Response:
     review = loads(await request.read())
-    body = dumps({"apiVersion": review["apiVersion"], "kind": "AdmissionReview",
-                  "response": {"uid": review["request"]["uid"], "allowed": True}})
+    body = dumps(
+        {
+            "apiVersion": review["apiVersion"],
+            "kind": "AdmissionReview",
+            "response": {"uid": review["request"]["uid"], "allowed": True},
+        }
+    )
     return web.Response(body=body, content_type="application/json")
 
 

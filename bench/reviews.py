@@ -33,41 +33,72 @@ def _container(name: str, *, env: int, gpu: str | None = None, **extra: Any) -> 
         "imagePullPolicy": "IfNotPresent",
         "command": ["/bin/sh", "-c"],
         "args": [f"exec /app/{name} --port=8080 --metrics-port=9090 --log-level=info"],
-        "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"},
-                  {"name": "metrics", "containerPort": 9090, "protocol": "TCP"}],
+        "ports": [
+            {"name": "http", "containerPort": 8080, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": 9090, "protocol": "TCP"},
+        ],
         "env": _env(env, name.upper().replace("-", "_")),
         "envFrom": [{"configMapRef": {"name": f"{name}-config"}}],
         "resources": {"limits": limits, "requests": requests},
         "volumeMounts": [
             {"name": "config", "mountPath": "/etc/app", "readOnly": True},
             {"name": "data", "mountPath": "/data"},
-            {"name": "kube-api-access-x7k2p", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
-             "readOnly": True},
+            {
+                "name": "kube-api-access-x7k2p",
+                "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                "readOnly": True,
+            },
         ],
-        "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080, "scheme": "HTTP"}, "initialDelaySeconds": 10,
-                          "timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3},
-        "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080, "scheme": "HTTP"}, "timeoutSeconds": 1,
-                           "periodSeconds": 5, "successThreshold": 1, "failureThreshold": 3},
+        "livenessProbe": {
+            "httpGet": {"path": "/healthz", "port": 8080, "scheme": "HTTP"},
+            "initialDelaySeconds": 10,
+            "timeoutSeconds": 1,
+            "periodSeconds": 10,
+            "successThreshold": 1,
+            "failureThreshold": 3,
+        },
+        "readinessProbe": {
+            "httpGet": {"path": "/ready", "port": 8080, "scheme": "HTTP"},
+            "timeoutSeconds": 1,
+            "periodSeconds": 5,
+            "successThreshold": 1,
+            "failureThreshold": 3,
+        },
         "terminationMessagePath": "/dev/termination-log",
         "terminationMessagePolicy": "File",
-        "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True,
-                            "capabilities": {"drop": ["ALL"]}},
+        "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}},
     }
     c.update(extra)
     return c
 
 
-def pod(containers: list[dict[str, Any]], *, name: str = "trainer", node_selector: dict[str, str] | None = None) -> dict:
+def pod(
+    containers: list[dict[str, Any]], *, name: str = "trainer", node_selector: dict[str, str] | None = None
+) -> dict:
     spec: dict[str, Any] = {
         "volumes": [
             {"name": "config", "configMap": {"name": f"{name}-config", "defaultMode": 420}},
             {"name": "data", "emptyDir": {"sizeLimit": "10Gi"}},
-            {"name": "kube-api-access-x7k2p", "projected": {"defaultMode": 420, "sources": [
-                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-                {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1",
-                                                                               "fieldPath": "metadata.namespace"}}]}},
-            ]}},
+            {
+                "name": "kube-api-access-x7k2p",
+                "projected": {
+                    "defaultMode": 420,
+                    "sources": [
+                        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                        {
+                            "downwardAPI": {
+                                "items": [
+                                    {
+                                        "path": "namespace",
+                                        "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
+                                    }
+                                ]
+                            }
+                        },
+                    ],
+                },
+            },
         ],
         "containers": containers,
         "restartPolicy": "Always",
@@ -78,9 +109,18 @@ def pod(containers: list[dict[str, Any]], *, name: str = "trainer", node_selecto
         "securityContext": {"runAsUser": 1000, "fsGroup": 1000},
         "schedulerName": "default-scheduler",
         "tolerations": [
-            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
-            {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
-             "tolerationSeconds": 300},
+            {
+                "key": "node.kubernetes.io/not-ready",
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": 300,
+            },
+            {
+                "key": "node.kubernetes.io/unreachable",
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": 300,
+            },
         ],
         "priority": 0,
         "enableServiceLinks": True,
@@ -95,10 +135,21 @@ def pod(containers: list[dict[str, Any]], *, name: str = "trainer", node_selecto
             "generateName": f"{name}-7d9f8b6c5d-",
             "namespace": "ml",
             "labels": {"app.kubernetes.io/name": name, "pod-template-hash": "7d9f8b6c5d", "team": "research"},
-            "annotations": {"kubectl.kubernetes.io/restartedAt": "2026-11-01T10:00:00Z",
-                            "prometheus.io/scrape": "true", "prometheus.io/port": "9090"},
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"{name}-7d9f8b6c5d",
-                                 "uid": str(uuid.UUID(int=7)), "controller": True, "blockOwnerDeletion": True}],
+            "annotations": {
+                "kubectl.kubernetes.io/restartedAt": "2026-11-01T10:00:00Z",
+                "prometheus.io/scrape": "true",
+                "prometheus.io/port": "9090",
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": f"{name}-7d9f8b6c5d",
+                    "uid": str(uuid.UUID(int=7)),
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
         },
         "spec": spec,
     }
@@ -116,10 +167,11 @@ def review(obj: dict[str, Any], uid: int) -> dict[str, Any]:
             "requestResource": {"group": "", "version": "v1", "resource": "pods"},
             "namespace": "ml",
             "operation": "CREATE",
-            "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller",
-                         "uid": str(uuid.UUID(int=99)), "groups": ["system:serviceaccounts",
-                                                                  "system:serviceaccounts:kube-system",
-                                                                  "system:authenticated"]},
+            "userInfo": {
+                "username": "system:serviceaccount:kube-system:replicaset-controller",
+                "uid": str(uuid.UUID(int=99)),
+                "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"],
+            },
             "object": obj,
             "oldObject": None,
             "dryRun": False,
@@ -131,18 +183,27 @@ def review(obj: dict[str, Any], uid: int) -> dict[str, Any]:
 def pods() -> dict[str, dict[str, Any]]:
     """Named pods covering the mix; sizes from about 3 KB to 20 KB."""
     gpu_ok = pod([_container("trainer", env=12, gpu="1"), _container("log-shipper", env=6)])
-    gpu_denied = pod([
-        _container("trainer", env=12, gpu="1",
-                   securityContext={"privileged": True}),
-        _container("helper", env=4),
-    ])
+    gpu_denied = pod(
+        [
+            _container("trainer", env=12, gpu="1", securityContext={"privileged": True}),
+            _container("helper", env=4),
+        ]
+    )
     gpu_denied["spec"]["containers"][1]["env"].append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"})
-    shared = pod([_container("notebook", env=8, gpu="500m")], name="notebook", node_selector={"accelerator": "nvidia-t4"})
+    shared = pod(
+        [_container("notebook", env=8, gpu="500m")], name="notebook", node_selector={"accelerator": "nvidia-t4"}
+    )
     web = pod([_container("web", env=10), _container("envoy", env=4), _container("oauth-proxy", env=4)], name="web")
     small = pod([_container("api", env=3)], name="api")
     big = pod([_container(f"worker-{i}", env=14, gpu="1" if i < 2 else None) for i in range(6)], name="batch")
-    return {"gpu-mutated": gpu_ok, "gpu-denied": gpu_denied, "gpu-shared": shared, "cpu-web": web,
-            "cpu-small": small, "gpu-big": big}
+    return {
+        "gpu-mutated": gpu_ok,
+        "gpu-denied": gpu_denied,
+        "gpu-shared": shared,
+        "cpu-web": web,
+        "cpu-small": small,
+        "gpu-big": big,
+    }
 
 
 def bodies() -> dict[str, bytes]:

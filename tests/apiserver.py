@@ -78,6 +78,7 @@ class ApiServer:
         self.address = address
         self.timeout = timeout_seconds
         self._conn: ServiceConnection | None = None
+        self.last_uid = ""
 
     def _connection(self) -> ServiceConnection:
         if self._conn is None:
@@ -149,6 +150,7 @@ class ApiServer:
 
     def review(self, path: str, review: dict[str, Any]) -> dict[str, Any]:
         """POST a review and return its `response`, checked the way the API server checks it."""
+        self.last_uid = review["request"]["uid"]
         raw = self.post(path, json.dumps(review).encode())
         assert raw.status == 200, (raw.status, raw.body)
         assert raw.headers["content-type"].startswith("application/json")

@@ -14,7 +14,7 @@ from webhook.config import from_mapping
 
 
 def test_exception_in_policy_becomes_errored_review(monkeypatch) -> None:
-    def broken(req, p):  # stands in for a rule with a bug
+    def broken(req, p, raw=None):  # stands in for a rule with a bug
         raise RuntimeError("boom")
 
     monkeypatch.setattr(admission, "validate", broken)

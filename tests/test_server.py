@@ -134,7 +134,7 @@ def test_exempt_namespaces(api: ApiServer, namespace: str) -> None:
 
 
 def test_malformed_object_is_denied_with_its_path(api: ApiServer) -> None:
-    bad = pod(container())
+    bad = pod(container(gpu="1"))
     bad["spec"]["containers"][0]["env"] = {"NVIDIA_VISIBLE_DEVICES": "all"}
     for path in ("/validate", "/mutate"):
         response = api.review(path, api.build(bad))
@@ -143,6 +143,12 @@ def test_malformed_object_is_denied_with_its_path(api: ApiServer) -> None:
         assert response["status"]["message"] == (
             "gpu-policy cannot judge this Pod: spec.containers[0].env must be a list, got object"
         )
+    # A malformed pod that mentions nothing the mutations act on is not the mutating webhook's
+    # business (validation, which runs after it, denies it).
+    no_gpu = pod(container())
+    no_gpu["spec"]["containers"][0]["env"] = {"NVIDIA_VISIBLE_DEVICES": "all"}
+    assert api.review("/mutate", api.build(no_gpu)) == {"uid": api.last_uid, "allowed": True}
+    assert api.review("/validate", api.build(no_gpu))["status"]["code"] == 400
 
 
 @pytest.mark.parametrize(

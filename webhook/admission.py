@@ -22,7 +22,7 @@ class Outcome:
     """The response plus what metrics want to know about it."""
 
     response: dict[str, Any]
-    decision: str  # "allowed" | "denied" | "patched" | "skipped" | "malformed"
+    decision: str  # "allowed" | "denied" | "patched" | "skipped" | "screened" | "malformed"
     verdict: Verdict | None = None
 
     def counted(self) -> list[tuple[str, str]]:
@@ -35,6 +35,11 @@ class Outcome:
             + [(x.rule, "warn") for x in v.warn]
             + [(x.rule, "audit") for x in v.audit]
         )
+
+
+def unconcerned(req: Request) -> Outcome:
+    """The body mentions nothing any enabled rule or mutation acts on (policy.Screen said so)."""
+    return Outcome(review.allowed(req), "screened")
 
 
 def _skipped(req: Request) -> Outcome:
@@ -56,12 +61,12 @@ def _out_of_scope(req: Request, p: Policy) -> bool:
     return bool(req.sub_resource) and not (req.kind == "Pod" and req.sub_resource == EPHEMERAL)
 
 
-def validate(req: Request, p: Policy) -> Outcome:
+def validate(req: Request, p: Policy, raw: bytes | None = None) -> Outcome:
     if _out_of_scope(req, p):
         return _skipped(req)
     obj = req.object
     try:
-        pod = policy.view(obj, req.group, req.kind, p)
+        pod = policy.view(obj, req.group, req.kind, p, raw)
     except ShapeError as exc:
         return _malformed(req, exc)
     if pod is None:
@@ -72,7 +77,7 @@ def validate(req: Request, p: Policy) -> Outcome:
         if isinstance(metadata, Mapping) and metadata.get("deletionTimestamp"):
             return _skipped(req)  # finalizers must be removable from anything being deleted
         try:
-            old = policy.view(req.old_object, req.group, req.kind, p)
+            old = policy.view(req.old_object, req.group, req.kind, p, raw)
         except ShapeError:
             old = None  # an unreadable old object grandfathers nothing
     verdict = policy.judge(pod, p, old)
@@ -83,14 +88,14 @@ def validate(req: Request, p: Policy) -> Outcome:
     return Outcome(review.allowed(req, warnings=warnings, audit=audit), "allowed", verdict)
 
 
-def mutate(req: Request, p: Policy) -> Outcome:
+def mutate(req: Request, p: Policy, raw: bytes | None = None) -> Outcome:
     # Pod spec fields we touch are immutable after creation, so only CREATE is mutated.
     if req.operation != "CREATE" or req.sub_resource or req.kind != "Pod" or req.group:
         return _skipped(req)
     if req.namespace in p.exempt_namespaces:
         return _skipped(req)
     try:
-        pod = policy.view(req.object, "", "Pod", p)
+        pod = policy.view(req.object, "", "Pod", p, raw)
     except ShapeError as exc:
         return _malformed(req, exc)
     assert pod is not None

@@ -18,7 +18,7 @@ from aiohttp import web
 from . import admission, review
 from .config import Settings
 from .metrics import Metrics
-from .policy import Policy
+from .policy import Policy, Screen
 from .review import ReviewError
 from .tls import CertReloader
 
@@ -29,14 +29,16 @@ METRICS = web.AppKey("metrics", Metrics)
 RELOADER = web.AppKey("reloader", CertReloader)
 READY = web.AppKey("ready", dict)
 
-Decide = Callable[[review.Request, Policy], admission.Outcome]
+Decide = Callable[[review.Request, Policy, bytes], admission.Outcome]
 
 
 def _error(status: int, message: str) -> web.Response:
     return web.Response(status=status, body=review.dumps({"error": message}), content_type="application/json")
 
 
-def _handler(name: str, decide: Decide) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+def _handler(
+    name: str, decide: Decide, may_matter: Callable[[bytes], bool]
+) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     async def handle(request: web.Request) -> web.StreamResponse:
         if request.content_type != "application/json":
             return _error(415, f"Content-Type must be application/json, got {request.content_type!r}")
@@ -57,7 +59,9 @@ def _handler(name: str, decide: Decide) -> Callable[[web.Request], Awaitable[web
             return _error(exc.status, str(exc))
         app = request.app
         try:
-            outcome = decide(req, app[SETTINGS].policy)
+            # One substring scan of the raw body: most non-GPU pods cannot concern any enabled
+            # rule, and are answered without being walked (see policy.Screen).
+            outcome = decide(req, app[SETTINGS].policy, body) if may_matter(body) else admission.unconcerned(req)
             payload = review.dumps(outcome.response)
         except Exception as exc:  # a bug must cost one request, never the server or an accidental allow
             log.exception("internal error on %s uid=%s", name, req.uid)
@@ -94,9 +98,10 @@ def create_app(settings: Settings, reloader: CertReloader | None = None) -> web.
     app[READY] = {"ready": False}
     if reloader is not None:
         app[RELOADER] = reloader
-        reloader.on_reload = app[METRICS].cert_reloads.inc
-    app.router.add_post("/validate", _handler("validate", admission.validate))
-    app.router.add_post("/mutate", _handler("mutate", admission.mutate))
+        reloader.on_reload = app[METRICS].count_reload
+    screen = Screen.for_policy(settings.policy)
+    app.router.add_post("/validate", _handler("validate", admission.validate, screen.may_validate))
+    app.router.add_post("/mutate", _handler("mutate", admission.mutate, screen.may_mutate))
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)

@@ -19,7 +19,9 @@ def build(obj: dict, kind: str = "Pod", group: str = "") -> None:
         (lambda p: p["spec"]["containers"][0].update(env="A=1"), "spec.containers[0].env"),
         (lambda p: p["spec"]["containers"][0].update(env=[{"value": "x"}]), "spec.containers[0].env[0].name"),
         (
-            lambda p: p["spec"]["containers"][0].update(env=[{"name": "A"}, {"name": "NVIDIA_VISIBLE_DEVICES", "value": 0}]),
+            lambda p: p["spec"]["containers"][0].update(
+                env=[{"name": "A"}, {"name": "NVIDIA_VISIBLE_DEVICES", "value": 0}]
+            ),
             "spec.containers[0].env[1].value",
         ),
         (

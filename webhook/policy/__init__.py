@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .objects import PodView, ShapeError, build_view, group_of, template_keys
+from .objects import ESCAPE, PodView, ShapeError, build_view, group_of, template_keys, watched_in
 from .patch import Op
 from .registry import MUTATIONS, RULE_IDS, RULES
 from .types import Mode, Policy, Verdict, Violation
@@ -19,9 +19,10 @@ __all__ = [
     "RULES",
     "RULE_IDS",
     "Mode",
-    "Mutation",
+    "Patch",
     "PodView",
     "Policy",
+    "Screen",
     "ShapeError",
     "Verdict",
     "Violation",
@@ -34,12 +35,16 @@ __all__ = [
 ]
 
 
-def view(obj: Any, group: str, kind: str, policy: Policy) -> PodView | None:
-    """The pod spec of `obj` for a supported kind, or None for kinds we do not police."""
+def view(obj: Any, group: str, kind: str, policy: Policy, raw: bytes | None = None) -> PodView | None:
+    """The pod spec of `obj` for a supported kind, or None for kinds we do not police.
+
+    `raw`, the JSON `obj` was decoded from, lets the walk skip env lists that cannot hold
+    a name any rule reads (see objects.watched_in).
+    """
     keys = template_keys(group, kind)
     if keys is None:
         return None
-    return build_view(obj, keys, policy)
+    return build_view(obj, keys, policy, watched_in(raw))
 
 
 def violations(pod: PodView, policy: Policy) -> list[Violation]:
@@ -75,7 +80,7 @@ def judge(pod: PodView, policy: Policy, old: PodView | None = None) -> Verdict:
 
 
 @dataclass(slots=True)
-class Mutation:
+class Patch:
     ops: list[Op] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -85,13 +90,44 @@ def opted_out(pod: PodView, policy: Policy) -> bool:
     return isinstance(annotations, dict) and annotations.get(policy.opt_out_annotation) == "false"
 
 
-def mutate(pod: PodView, policy: Policy) -> Mutation:
+def mutate(pod: PodView, policy: Policy) -> Patch:
     """JSONPatch operations for a Pod; templates are never mutated (their pods will be)."""
-    result = Mutation()
+    result = Patch()
     if not pod.is_pod or opted_out(pod, policy):
         return result
-    for _id, fn in MUTATIONS:
-        ops, warnings = fn(pod, policy)
+    for m in MUTATIONS:
+        ops, warnings = m.mutate(pod, policy)
         result.ops.extend(ops)
         result.warnings.extend(warnings)
     return result
+
+
+@dataclass(frozen=True, slots=True)
+class Screen:
+    """Decides from the raw request bytes whether the policy could have anything to say.
+
+    An object that contains none of the enabled rules' (or mutations') trigger strings cannot
+    violate them, so it is allowed without being walked. Conservative by construction: any
+    escape sequence sends the body down the full path.
+    """
+
+    validate_tokens: tuple[bytes, ...]
+    mutate_tokens: tuple[bytes, ...]
+
+    @classmethod
+    def for_policy(cls, policy: Policy) -> Screen:
+        # Registry order, first occurrence kept: the GPU resource name comes first, and most
+        # bodies that concern us contain it, so the scan usually stops after one token.
+        rules = [t for r in RULES if policy.mode(r.id) is not Mode.OFF for t in r.triggers(policy)]
+        mutations = [t for m in MUTATIONS for t in m.triggers(policy)]
+        return cls(tuple(dict.fromkeys(t.encode() for t in rules)), tuple(dict.fromkeys(t.encode() for t in mutations)))
+
+    @staticmethod
+    def _may_matter(body: bytes, tokens: tuple[bytes, ...]) -> bool:
+        return ESCAPE in body or any(t in body for t in tokens)
+
+    def may_validate(self, body: bytes) -> bool:
+        return self._may_matter(body, self.validate_tokens)
+
+    def may_mutate(self, body: bytes) -> bool:
+        return self._may_matter(body, self.mutate_tokens)

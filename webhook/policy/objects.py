@@ -48,6 +48,23 @@ class ShapeError(ValueError):
 # Env names the rules and mutations read; `build_view` records where each one occurs so
 # nobody rescans env lists (they are the bulk of a pod spec).
 WATCHED_ENV = frozenset({"NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH"})
+_WATCHED_BYTES = tuple((name, name.encode()) for name in sorted(WATCHED_ENV))
+# Any backslash in JSON text starts an escape, which could spell a name differently ("\\u0041");
+# Go's encoder (the API server's) writes them only for control characters, <, > and &.
+# One memchr-speed check for it beats scanning for each escape form.
+ESCAPE = b"\\"
+
+
+def watched_in(raw: bytes | None) -> frozenset[str]:
+    """The WATCHED_ENV names that can occur in an object whose JSON is `raw`.
+
+    With the raw request body at hand (the server), env lists without any watched name are
+    not walked at all: they are most of a pod spec's bytes. Without it (the CLI), or when
+    an escape could spell a name differently, every env list is walked and type-checked.
+    """
+    if raw is None or ESCAPE in raw:
+        return WATCHED_ENV
+    return frozenset(name for name, token in _WATCHED_BYTES if token in raw)
 
 
 @dataclass(slots=True)
@@ -141,7 +158,7 @@ def _type(value: Any) -> str:
     )
 
 
-def build_view(obj: Any, keys: tuple[str, ...], policy: Policy) -> PodView:
+def build_view(obj: Any, keys: tuple[str, ...], policy: Policy, watch: frozenset[str] = WATCHED_ENV) -> PodView:
     """Walk `obj` down `keys` to its pod template and read it into a `PodView`."""
     root = _mapping(obj, "object", optional=False)
     assert root is not None
@@ -165,7 +182,7 @@ def build_view(obj: Any, keys: tuple[str, ...], policy: Policy) -> PodView:
     for kind, label in CONTAINER_KINDS:
         items = _list(spec.get(kind), f"{spec_path}.{kind}")
         for index, raw in enumerate(items or ()):
-            containers.append(_container(raw, kind, label, index, spec_path, f"{pointer}/spec", policy))
+            containers.append(_container(raw, kind, label, index, spec_path, f"{pointer}/spec", policy, watch))
 
     node_selector = _mapping(spec.get("nodeSelector"), f"{spec_path}.nodeSelector")
     return PodView(
@@ -181,7 +198,14 @@ def build_view(obj: Any, keys: tuple[str, ...], policy: Policy) -> PodView:
 
 
 def _container(
-    raw: Any, kind: str, label: str, index: int, spec_path: str, spec_pointer: str, policy: Policy
+    raw: Any,
+    kind: str,
+    label: str,
+    index: int,
+    spec_path: str,
+    spec_pointer: str,
+    policy: Policy,
+    watch: frozenset[str],
 ) -> Container:
     if not isinstance(raw, dict):
         raise ShapeError(f"{spec_path}.{kind}[{index}]", f"must be an object, got {_type(raw)}")
@@ -193,7 +217,7 @@ def _container(
 
     env = c.get("env")
     watched: dict[str, list[int]] = {}
-    if env is not None:
+    if env is not None and watch:
         if not isinstance(env, list):
             raise ShapeError(f"{path}.env", f"must be a list, got {_type(env)}")
         for i, entry in enumerate(env):
@@ -202,7 +226,7 @@ def _container(
             env_name = entry.get("name")
             if not isinstance(env_name, str):
                 raise ShapeError(f"{path}.env[{i}].name", "must be a string")
-            if env_name in WATCHED_ENV:  # only the values we read are ours to type-check
+            if env_name in watch:  # only the values we read are ours to type-check
                 value = entry.get("value")
                 if value is not None and not isinstance(value, str):
                     raise ShapeError(f"{path}.env[{i}].value", f"must be a string, got {_type(value)}")

@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from .mutations import accelerator_node_selector, ld_library_path
-from .objects import PodView
-from .patch import Op
 from .rules import gpu_quantity, gpu_requests_equal_limits, no_privileged_gpu, no_visible_devices_env
-from .types import Policy, Rule
-
-MutateFn = Callable[[PodView, Policy], tuple[list[Op], list[str]]]
+from .types import Mutation, Rule
 
 RULES: tuple[Rule, ...] = (
     gpu_quantity.RULE,
@@ -19,9 +13,9 @@ RULES: tuple[Rule, ...] = (
     no_privileged_gpu.RULE,
 )
 
-MUTATIONS: tuple[tuple[str, MutateFn], ...] = (
-    (ld_library_path.ID, ld_library_path.mutate),
-    (accelerator_node_selector.ID, accelerator_node_selector.mutate),
+MUTATIONS: tuple[Mutation, ...] = (
+    ld_library_path.MUTATION,
+    accelerator_node_selector.MUTATION,
 )
 
 RULE_IDS: tuple[str, ...] = tuple(rule.id for rule in RULES)

@@ -93,6 +93,10 @@ class Violation:
 
 
 CheckFn = Callable[["PodView", Policy], list[Violation]]
+MutateFn = Callable[["PodView", Policy], tuple[list[dict[str, Any]], list[str]]]
+# Strings that any object this rule (or mutation) acts on must contain, as the API server
+# serialises it. They let the server answer most non-GPU pods without walking them.
+TriggersFn = Callable[[Policy], tuple[str, ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +106,26 @@ class Rule:
     id: str
     check: CheckFn
     summary: str
+    triggers: TriggersFn
+
+
+@dataclass(frozen=True, slots=True)
+class Mutation:
+    """A mutation: a stable id and a pure function returning JSONPatch operations and warnings."""
+
+    id: str
+    mutate: MutateFn
+    triggers: TriggersFn
+
+
+def gpu_resource(policy: Policy) -> tuple[str, ...]:
+    """Trigger of everything that needs a GPU request."""
+    return (policy.resource_name,)
+
+
+def gpu_pod(policy: Policy) -> tuple[str, ...]:
+    """Trigger of everything that needs a GPU pod: a GPU request or the accelerator label."""
+    return (policy.resource_name, f'"{policy.accelerator_label}"')
 
 
 DENY_PREFIX = "violates GPU policy: "

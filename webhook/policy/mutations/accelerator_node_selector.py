@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..objects import PodView
 from ..patch import Op, add, escape
-from ..types import Policy
+from ..types import Mutation, Policy, gpu_resource
 
 ID = "accelerator-node-selector"
 
@@ -25,3 +25,6 @@ def mutate(view: PodView, policy: Policy) -> tuple[list[Op], list[str]]:
     else:
         op = add(f"{view.pointer}/nodeSelector/{escape(label)}", default)
     return [op], [f"{ID}: set nodeSelector {label}={default} (this pod requests a GPU but named no GPU model)"]
+
+
+MUTATION = Mutation(id=ID, mutate=mutate, triggers=gpu_resource)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..objects import PodView, env_entries
 from ..patch import Op, append_env, replace
-from ..types import Policy
+from ..types import Mutation, Policy, gpu_resource
 
 ID = "ld-library-path"
 NAME = "LD_LIBRARY_PATH"
@@ -62,3 +62,6 @@ def mutate(view: PodView, policy: Policy) -> tuple[list[Op], list[str]]:
         ops.append(replace(f"{c.pointer}/env/{index}/value", new_value))
         warnings.append(f"{ID}: appended {directory} to {NAME} of {where} ({version} mounts the GPU driver there)")
     return ops, warnings
+
+
+MUTATION = Mutation(id=ID, mutate=mutate, triggers=gpu_resource)

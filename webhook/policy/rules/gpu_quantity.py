@@ -15,7 +15,7 @@ from decimal import Decimal
 
 from ..objects import PodView, quote_key
 from ..quantity import QuantityError, describe, parse_quantity
-from ..types import Policy, Rule, Violation
+from ..types import Policy, Rule, Violation, gpu_resource
 
 ID = "gpu-quantity"
 _ONE = Decimal(1)
@@ -73,4 +73,9 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
 
 _MISSING = object()
 
-RULE = Rule(id=ID, check=check, summary="GPU counts are whole cards, or a share below 1 where sharing is on")
+RULE = Rule(
+    id=ID,
+    check=check,
+    summary="GPU counts are whole cards, or a share below 1 where sharing is on",
+    triggers=gpu_resource,
+)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..objects import PodView, quote_key
 from ..quantity import QuantityError, describe, parse_quantity
-from ..types import Policy, Rule, Violation
+from ..types import Policy, Rule, Violation, gpu_resource
 
 ID = "gpu-requests-equal-limits"
 
@@ -61,4 +61,4 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     return out
 
 
-RULE = Rule(id=ID, check=check, summary="requests, when given, equal limits for nvidia.com/gpu")
+RULE = Rule(id=ID, check=check, summary="requests, when given, equal limits for nvidia.com/gpu", triggers=gpu_resource)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ..nvidia import privileged_capability
 from ..objects import PodView
-from ..types import Policy, Rule, Violation
+from ..types import Policy, Rule, Violation, gpu_pod
 
 ID = "no-privileged-gpu"
 
@@ -58,4 +58,4 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     return out
 
 
-RULE = Rule(id=ID, check=check, summary="no privileged or SYS_ADMIN container in a GPU pod")
+RULE = Rule(id=ID, check=check, summary="no privileged or SYS_ADMIN container in a GPU pod", triggers=gpu_pod)

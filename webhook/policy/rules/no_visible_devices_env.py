@@ -55,4 +55,9 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     return out
 
 
-RULE = Rule(id=ID, check=check, summary="no NVIDIA_VISIBLE_DEVICES that grants GPUs behind the scheduler's back")
+RULE = Rule(
+    id=ID,
+    check=check,
+    summary="no NVIDIA_VISIBLE_DEVICES that grants GPUs behind the scheduler's back",
+    triggers=lambda _p: (VISIBLE_DEVICES,),
+)
