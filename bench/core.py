@@ -10,17 +10,20 @@ import time
 from typing import Any
 
 from webhook import policy
+from webhook.config import from_mapping
 from webhook.policy import Policy
 
 from .reviews import pods, wide_pod
 
-POLICY = Policy(cluster_version=(1, 27), accelerator_default="nvidia-t4")
+POLICY = from_mapping({"clusterVersion": "1.27", "acceleratorNodeSelector": {"default": "nvidia-t4"}}, environ={}).policy
 
 
 def evaluate_and_mutate(obj: dict[str, Any], p: Policy = POLICY) -> None:
+    found = policy.check(obj, "", "Pod", p)
+    assert found is not None
+    policy.judge(found, p)
     view = policy.view(obj, "", "Pod", p)
     assert view is not None
-    policy.judge(view, p)
     policy.mutate(view, p)
 
 

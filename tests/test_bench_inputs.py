@@ -7,9 +7,9 @@ import json
 from bench import core
 from bench.reviews import bodies, wide_pod
 from webhook import admission, review
-from webhook.policy import Policy
+from webhook.config import from_mapping
 
-POLICY = Policy(cluster_version=(1, 27), accelerator_default="nvidia-t4")
+POLICY = from_mapping({"clusterVersion": "1.27", "acceleratorNodeSelector": {"default": "nvidia-t4"}}, environ={}).policy
 
 
 def test_bodies_cover_the_mix() -> None:
@@ -24,8 +24,8 @@ def test_bodies_cover_the_mix() -> None:
         "gpu-mutated": ("allowed", "patched"),
         "gpu-denied": ("denied", "patched"),
         "gpu-shared": ("allowed", "patched"),
-        "cpu-web": ("allowed", "allowed"),
-        "cpu-small": ("allowed", "allowed"),
+        "cpu-web": ("allowed", "patched"),  # isolate-non-gpu
+        "cpu-small": ("allowed", "patched"),
         "gpu-big": ("allowed", "patched"),
     }
 

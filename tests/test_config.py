@@ -15,7 +15,8 @@ def problems(data: object) -> list[str]:
 def test_defaults() -> None:
     s = from_mapping({}, environ={})
     assert s.policy.exempt_namespaces == frozenset({"kube-system"})
-    assert all(s.policy.mode(r) is Mode.DENY for r in RULE_IDS)
+    assert all(s.policy.mode(r) is (Mode.WARN if r == "visible-devices-envfrom" else Mode.DENY) for r in RULE_IDS)
+    assert s.policy.isolate_non_gpu is True and s.policy.custom_templates == {}
     assert s.cluster_version_auto and s.policy.cluster_version is None
     assert s.policy.shared_gpu and s.max_request_bytes == 8 * 1024 * 1024
     assert set(DEFAULTS["rules"]) == set(RULE_IDS)

@@ -39,9 +39,11 @@ def test_everything_the_policy_acts_on_passes_the_screen(name: str) -> None:
 
 
 def test_ordinary_pods_are_screened_out() -> None:
-    screen = Screen.for_policy(POLICY)
     plain = body(pod(container("web", env=[{"name": "PORT", "value": "80"}], privileged=True)))
-    assert not screen.may_validate(plain) and not screen.may_mutate(plain)
+    assert not Screen.for_policy(POLICY).may_validate(plain)
+    # Isolation applies to every pod, so with it on every pod goes to the mutation walk.
+    assert Screen.for_policy(POLICY).may_mutate(plain)
+    assert not Screen.for_policy(Policy(isolate_non_gpu=False)).may_mutate(plain)
 
 
 def test_any_escape_takes_the_full_path() -> None:
@@ -54,7 +56,8 @@ def test_any_escape_takes_the_full_path() -> None:
 def test_rules_that_are_off_do_not_pull_their_triggers() -> None:
     p = Policy(modes={"no-visible-devices-env": Mode.OFF})
     assert b"NVIDIA_VISIBLE_DEVICES" not in Screen.for_policy(p).validate_tokens
-    assert Screen.for_policy(Policy(resource_name="nvidia.com/mig-1g.5gb")).mutate_tokens == (b"nvidia.com/mig-1g.5gb",)
+    mig = Policy(resource_name="nvidia.com/mig-1g.5gb", isolate_non_gpu=False)
+    assert Screen.for_policy(mig).mutate_tokens == (b"nvidia.com/mig-1g.5gb",)
 
 
 def test_escaped_spellings_cannot_sneak_past_the_server(api: ApiServer) -> None:

@@ -28,9 +28,11 @@ def test_gpu_pod_is_allowed_and_patched(api: ApiServer) -> None:
     assert api.validate(patched)["allowed"] is True
 
 
-def test_pod_without_gpu_is_not_patched(api: ApiServer) -> None:
-    response, _out = api.mutate(pod(container("web")))
-    assert response == {"uid": response["uid"], "allowed": True}
+def test_pod_without_gpu_is_only_isolated(api: ApiServer) -> None:
+    response, out = api.mutate(pod(container("web")))
+    assert "warnings" not in response
+    assert out["spec"]["containers"][0]["env"] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]
+    assert "nodeSelector" not in out["spec"]
 
 
 def test_denied_pod(api: ApiServer) -> None:
@@ -143,11 +145,10 @@ def test_malformed_object_is_denied_with_its_path(api: ApiServer) -> None:
         assert response["status"]["message"] == (
             "gpu-policy cannot judge this Pod: spec.containers[0].env must be a list, got object"
         )
-    # A malformed pod that mentions nothing the mutations act on is not the mutating webhook's
-    # business (validation, which runs after it, denies it).
+    # Without a GPU too: isolation walks every pod.
     no_gpu = pod(container())
     no_gpu["spec"]["containers"][0]["env"] = {"NVIDIA_VISIBLE_DEVICES": "all"}
-    assert api.review("/mutate", api.build(no_gpu)) == {"uid": api.last_uid, "allowed": True}
+    assert api.review("/mutate", api.build(no_gpu))["status"]["code"] == 400
     assert api.review("/validate", api.build(no_gpu))["status"]["code"] == 400
 
 

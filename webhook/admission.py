@@ -66,21 +66,21 @@ def validate(req: Request, p: Policy, raw: bytes | None = None) -> Outcome:
         return _skipped(req)
     obj = req.object
     try:
-        pod = policy.view(obj, req.group, req.kind, p, raw)
+        found = policy.check(obj, req.group, req.kind, p, raw)
     except ShapeError as exc:
         return _malformed(req, exc)
-    if pod is None:
+    if found is None:
         return _skipped(req)  # a kind we do not police
-    old = None
-    if req.operation == "UPDATE" and not req.sub_resource:
+    before = None
+    if req.operation == "UPDATE" and not req.sub_resource and found:
         metadata = obj.get("metadata")
         if isinstance(metadata, Mapping) and metadata.get("deletionTimestamp"):
             return _skipped(req)  # finalizers must be removable from anything being deleted
         try:
-            old = policy.view(req.old_object, req.group, req.kind, p, raw)
+            before = policy.check(req.old_object, req.group, req.kind, p, raw)
         except ShapeError:
-            old = None  # an unreadable old object grandfathers nothing
-    verdict = policy.judge(pod, p, old)
+            before = None  # an unreadable old object grandfathers nothing
+    verdict = policy.judge(found, p, before)
     warnings = verdict.warnings()
     audit = verdict.audit_annotations()
     if verdict.deny:
@@ -88,18 +88,29 @@ def validate(req: Request, p: Policy, raw: bytes | None = None) -> Outcome:
     return Outcome(review.allowed(req, warnings=warnings, audit=audit), "allowed", verdict)
 
 
+def _ephemeral_names(old: Any) -> set[str]:
+    spec = old.get("spec") if isinstance(old, Mapping) else None
+    items = spec.get("ephemeralContainers") if isinstance(spec, Mapping) else None
+    return {c["name"] for c in items or () if isinstance(c, Mapping) and isinstance(c.get("name"), str)}
+
+
 def mutate(req: Request, p: Policy, raw: bytes | None = None) -> Outcome:
-    # Pod spec fields we touch are immutable after creation, so only CREATE is mutated.
-    if req.operation != "CREATE" or req.sub_resource or req.kind != "Pod" or req.group:
+    if req.kind != "Pod" or req.group or req.namespace in p.exempt_namespaces:
         return _skipped(req)
-    if req.namespace in p.exempt_namespaces:
+    # Pod spec fields we touch are immutable after creation: only CREATE is mutated, plus the
+    # ephemeral containers that `kubectl debug` adds through their subresource.
+    ephemeral = req.operation == "UPDATE" and req.sub_resource == EPHEMERAL
+    if not ephemeral and (req.operation != "CREATE" or req.sub_resource):
         return _skipped(req)
     try:
         pod = policy.view(req.object, "", "Pod", p, raw)
     except ShapeError as exc:
         return _malformed(req, exc)
     assert pod is not None
-    result = policy.mutate(pod, p)
+    if ephemeral:
+        result = policy.mutate_new_ephemeral(pod, p, _ephemeral_names(req.old_object))
+    else:
+        result = policy.mutate(pod, p)
     if not result.ops:
         return Outcome(review.allowed(req, warnings=result.warnings), "allowed")
     return Outcome(review.allowed(req, warnings=result.warnings, patch=result.ops), "patched")

@@ -17,11 +17,12 @@ from typing import Any
 
 import yaml
 
-from .policy import RULE_IDS, Mode, Policy
+from .policy import DEFAULT_MODES, Mode, Policy
+from .policy.templates import Templates, parse_path
 
 # Every key, with its default. The README's configuration reference documents each one.
 DEFAULTS: dict[str, Any] = {
-    "rules": dict.fromkeys(RULE_IDS, "deny"),
+    "rules": {rule: mode.value for rule, mode in DEFAULT_MODES.items()},
     "sharedGpu": True,
     "gpuResourceName": "nvidia.com/gpu",
     "exemptNamespaces": ["kube-system"],
@@ -30,6 +31,8 @@ DEFAULTS: dict[str, Any] = {
     "ldLibraryPath": {"enabled": True, "path": "/usr/local/nvidia/lib64", "whenUnset": "inject"},
     "acceleratorNodeSelector": {"labelKey": "accelerator", "default": None},
     "optOutAnnotation": "gpu-policy.io/mutate",
+    "isolateNonGpu": True,
+    "customResources": [],
     "server": {"maxRequestBytes": 8 * 1024 * 1024, "certReloadSeconds": 10.0},
 }
 
@@ -197,6 +200,9 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
     ):
         problems.append(f"optOutAnnotation: {c['optOutAnnotation']!r} is not a valid annotation key")
 
+    _expect(problems, "isolateNonGpu", c["isolateNonGpu"], bool, "true or false")
+    custom = _custom_resources(c["customResources"], problems)
+
     server = c["server"]
     max_bytes = server["maxRequestBytes"]
     if _expect(problems, "server.maxRequestBytes", max_bytes, int, "an integer") and max_bytes < 64 * 1024:
@@ -221,6 +227,8 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
         accelerator_label=acc["labelKey"],
         accelerator_default=default or None,
         opt_out_annotation=c["optOutAnnotation"],
+        isolate_non_gpu=c["isolateNonGpu"],
+        custom_templates=custom,
     )
     return Settings(
         policy=policy,
@@ -228,3 +236,39 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
         max_request_bytes=max_bytes,
         cert_reload_seconds=float(reload_s),
     )
+
+
+_CR_KEYS = ("group", "kind", "templates")
+
+
+def _custom_resources(value: Any, problems: list[str]) -> dict[tuple[str, str], Templates]:
+    """customResources: [{group, kind, templates: [path, ...]}] -> the template table."""
+    out: dict[tuple[str, str], Templates] = {}
+    if not _expect(problems, "customResources", value, list, "a list of {group, kind, templates}"):
+        return out
+    for i, item in enumerate(value):
+        where = f"customResources[{i}]"
+        if not isinstance(item, Mapping):
+            problems.append(f"{where}: must be a mapping with group, kind and templates")
+            continue
+        for key in item:
+            if key not in _CR_KEYS:
+                hint = difflib.get_close_matches(str(key), _CR_KEYS, n=1)
+                problems.append(f"{where}.{key}: unknown key" + (f" (did you mean {where}.{hint[0]}?)" if hint else ""))
+        group, kind, templates = item.get("group", ""), item.get("kind"), item.get("templates")
+        if not isinstance(group, str):
+            problems.append(f"{where}.group: must be a string (\"\" for the core group)")
+        if not isinstance(kind, str) or not kind:
+            problems.append(f"{where}.kind: is required")
+        if not isinstance(templates, list) or not templates:
+            problems.append(f"{where}.templates: must be a non-empty list of paths such as spec.tasks[*].template")
+            continue
+        paths = []
+        for j, text in enumerate(templates):
+            try:
+                paths.append(parse_path(text if isinstance(text, str) else ""))
+            except ValueError as exc:
+                problems.append(f"{where}.templates[{j}]: {exc}")
+        if isinstance(group, str) and isinstance(kind, str) and kind:
+            out[(group, kind)] = Templates(tuple(paths))
+    return out

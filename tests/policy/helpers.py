@@ -10,7 +10,6 @@ from webhook.policy.objects import group_of
 def run(obj: dict[str, Any], p: Policy | None = None, rule: str | None = None) -> list[Violation]:
     """Violations of `obj` (optionally of one rule only) under policy `p`."""
     p = p or Policy()
-    view = policy.view(obj, group_of(obj["apiVersion"]), obj["kind"], p)
-    assert view is not None
-    found = policy.violations(view, p)
+    found = policy.check(obj, group_of(obj["apiVersion"]), obj["kind"], p)
+    assert found is not None
     return [v for v in found if rule is None or v.rule == rule]

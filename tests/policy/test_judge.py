@@ -11,9 +11,10 @@ BAD = pod(
 
 
 def judge(obj: dict, p: Policy, old: dict | None = None) -> Verdict:
-    view = policy.view(obj, "", "Pod", p)
-    old_view = policy.view(old, "", "Pod", p) if old else None
-    return policy.judge(view, p, old_view)
+    found = policy.check(obj, "", "Pod", p)
+    before = policy.check(old, "", "Pod", p) if old else None
+    assert found is not None
+    return policy.judge(found, p, before)
 
 
 def test_all_violations_at_once_in_registry_order() -> None:

@@ -12,9 +12,10 @@ from tests.builders import container, pod, wrap
 from webhook import policy
 from webhook.policy import Policy
 
-OLD = Policy(cluster_version=(1, 27))
-NEW = Policy(cluster_version=(1, 28))
-UNKNOWN = Policy(cluster_version=None)
+# Isolation (isolate-non-gpu) has its own tests; here it is off so each case shows one mutation.
+OLD = Policy(cluster_version=(1, 27), isolate_non_gpu=False)
+NEW = Policy(cluster_version=(1, 28), isolate_non_gpu=False)
+UNKNOWN = Policy(cluster_version=None, isolate_non_gpu=False)
 LD = {"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"}
 
 
@@ -89,18 +90,18 @@ def test_only_gpu_containers_of_pods_on_old_clusters() -> None:
     assert [op["path"] for op in ops] == ["/spec/initContainers/0/env", "/spec/containers/2/env"]
     assert mutate(p, NEW)[0] == []
     assert mutate(p, UNKNOWN)[0] == []
-    assert mutate(p, Policy(cluster_version=(1, 17), ld_library_path_enabled=False))[0] == []
+    assert mutate(p, Policy(cluster_version=(1, 17), ld_library_path_enabled=False, isolate_non_gpu=False))[0] == []
 
 
 def test_when_unset_warn_only_warns() -> None:
     ops, warnings, _ = mutate(
-        pod(container("t", gpu=1)), Policy(cluster_version=(1, 19), ld_library_path_when_unset="warn")
+        pod(container("t", gpu=1)), Policy(cluster_version=(1, 19), ld_library_path_when_unset="warn", isolate_non_gpu=False)
     )
     assert ops == [] and "does not set LD_LIBRARY_PATH" in warnings[0]
 
 
 def test_configurable_directory() -> None:
-    ops, _, _ = mutate(pod(container(gpu=1)), Policy(cluster_version=(1, 27), ld_library_path="/opt/nvidia/lib"))
+    ops, _, _ = mutate(pod(container(gpu=1)), Policy(cluster_version=(1, 27), ld_library_path="/opt/nvidia/lib", isolate_non_gpu=False))
     assert ops[0]["value"] == [{"name": "LD_LIBRARY_PATH", "value": "/opt/nvidia/lib"}]
 
 
@@ -108,7 +109,7 @@ def test_templates_are_never_mutated() -> None:
     assert mutate(wrap(pod(container(gpu=1)), "Deployment"), OLD)[0] == []
 
 
-ACC = Policy(accelerator_default="nvidia-t4")
+ACC = Policy(accelerator_default="nvidia-t4", isolate_non_gpu=False)
 
 
 def test_node_selector_created() -> None:
@@ -118,7 +119,7 @@ def test_node_selector_created() -> None:
 
 
 def test_node_selector_key_added_and_escaped() -> None:
-    p = Policy(accelerator_default="a100", accelerator_label="gpu.example.com/model")
+    p = Policy(accelerator_default="a100", accelerator_label="gpu.example.com/model", isolate_non_gpu=False)
     ops, _, out = mutate(pod(container(gpu=1), nodeSelector={"zone": "a"}), p)
     assert ops == [{"op": "add", "path": "/spec/nodeSelector/gpu.example.com~1model", "value": "a100"}]
     assert out["spec"]["nodeSelector"] == {"zone": "a", "gpu.example.com/model": "a100"}
@@ -137,11 +138,11 @@ def test_node_selector_respects_existing_choices() -> None:
     }
     assert mutate(pod(container(gpu=1), affinity=aff), ACC)[0] == []
     assert mutate(pod(container()), ACC)[0] == []  # no GPU, no GPU model
-    assert mutate(pod(container(gpu=1)), Policy())[0] == []  # no default configured
+    assert mutate(pod(container(gpu=1)), Policy(isolate_non_gpu=False))[0] == []  # no default configured
 
 
 def test_both_mutations_together_and_opt_out() -> None:
-    p = Policy(cluster_version=(1, 25), accelerator_default="nvidia-t4")
+    p = Policy(cluster_version=(1, 25), accelerator_default="nvidia-t4", isolate_non_gpu=False)
     obj = pod(container(gpu=1))
     ops, _, _ = mutate(obj, p)
     assert [op["path"] for op in ops] == ["/spec/containers/0/env", "/spec/nodeSelector"]

@@ -1,21 +1,24 @@
 """The pure policy core: plain dicts in, verdicts and JSONPatch operations out.
 
-`judge` answers a validating review, `mutate` a mutating one; both start from `view`,
-which locates the pod spec in any supported kind. No I/O, no aiohttp, no Kubernetes
-client: the server and the offline CLI call exactly these functions.
+`check` finds every violation in an object (its pod templates, or the object itself for
+kinds such as LimitRange), `judge` sorts them by mode, `mutate` patches a Pod. No I/O, no
+aiohttp, no Kubernetes client: the server and the offline CLI call exactly these functions.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from .objects import ESCAPE, PodView, ShapeError, build_view, group_of, template_keys, watched_in
+from .mutations import isolate_non_gpu
+from .objects import ESCAPE, PodView, ShapeError, build_views, find_templates, group_of, watched_in
 from .patch import Op
-from .registry import MUTATIONS, RULE_IDS, RULES
+from .registry import DEFAULT_MODES, MUTATIONS, OBJECT_RULES, RULE_IDS, RULES
 from .types import Mode, Policy, Verdict, Violation
 
 __all__ = [
+    "DEFAULT_MODES",
     "RULES",
     "RULE_IDS",
     "Mode",
@@ -26,29 +29,47 @@ __all__ = [
     "ShapeError",
     "Verdict",
     "Violation",
+    "check",
     "group_of",
     "judge",
     "mutate",
-    "template_keys",
+    "mutate_new_ephemeral",
+    "policed",
     "view",
+    "views",
     "violations",
 ]
 
+_OBJECT_RULES_BY_KIND: dict[tuple[str, str], list[Any]] = {}
+for _rule in OBJECT_RULES:
+    for _kind in _rule.kinds:
+        _OBJECT_RULES_BY_KIND.setdefault(_kind, []).append(_rule)
 
-def view(obj: Any, group: str, kind: str, policy: Policy, raw: bytes | None = None) -> PodView | None:
-    """The pod spec of `obj` for a supported kind, or None for kinds we do not police.
+
+def policed(group: str, kind: str, policy: Policy) -> bool:
+    return (group, kind) in _OBJECT_RULES_BY_KIND or find_templates(group, kind, policy) is not None
+
+
+def views(obj: Any, group: str, kind: str, policy: Policy, raw: bytes | None = None) -> list[PodView] | None:
+    """Every pod template in `obj` (the Pod itself for a Pod), or None for kinds without templates.
 
     `raw`, the JSON `obj` was decoded from, lets the walk skip env lists that cannot hold
     a name any rule reads (see objects.watched_in).
     """
-    keys = template_keys(group, kind)
-    if keys is None:
+    templates = find_templates(group, kind, policy)
+    if templates is None:
         return None
-    return build_view(obj, keys, policy, watched_in(raw))
+    return build_views(obj, templates, policy, watched_in(raw))
+
+
+def view(obj: Any, group: str, kind: str, policy: Policy, raw: bytes | None = None) -> PodView | None:
+    """The one pod spec of a Pod or a built-in controller (convenience for single-template kinds)."""
+    found = views(obj, group, kind, policy, raw)
+    return found[0] if found else None
 
 
 def violations(pod: PodView, policy: Policy) -> list[Violation]:
-    """Every violation of every rule that is not off, in registry then field order."""
+    """Every violation of every pod rule that is not off, in registry then field order."""
     out: list[Violation] = []
     for rule in RULES:
         if policy.mode(rule.id) is not Mode.OFF:
@@ -56,17 +77,29 @@ def violations(pod: PodView, policy: Policy) -> list[Violation]:
     return out
 
 
-def judge(pod: PodView, policy: Policy, old: PodView | None = None) -> Verdict:
-    """Sort violations by mode. With `old` (an UPDATE), judge only what the update introduces.
+def check(obj: Any, group: str, kind: str, policy: Policy, raw: bytes | None = None) -> list[Violation] | None:
+    """Every violation in `obj`, or None when its kind is not policed at all."""
+    object_rules = _OBJECT_RULES_BY_KIND.get((group, kind))
+    if object_rules is not None:
+        if not isinstance(obj, dict):
+            raise ShapeError("object", "must be an object")
+        return [v for r in object_rules if policy.mode(r.id) is not Mode.OFF for v in r.check(obj, policy)]
+    pods = views(obj, group, kind, policy, raw)
+    if pods is None:
+        return None
+    return [v for pod in pods for v in violations(pod, policy)]
+
+
+def judge(found: list[Violation], policy: Policy, before: list[Violation] | None = None) -> Verdict:
+    """Sort violations by mode. With `before` (an UPDATE), judge only what the update introduces.
 
     A violation already present in the old object is not the update's doing: denying it
     would block unrelated changes such as removing a finalizer or scaling a Deployment
     that predates the policy.
     """
-    found = violations(pod, policy)
-    if old is not None and found:
-        before = {v.key for v in violations(old, policy)}
-        found = [v for v in found if v.key not in before]
+    if before:
+        seen = {v.key for v in before}
+        found = [v for v in found if v.key not in seen]
     verdict = Verdict()
     for v in found:
         mode = policy.mode(v.rule)
@@ -91,15 +124,27 @@ def opted_out(pod: PodView, policy: Policy) -> bool:
 
 
 def mutate(pod: PodView, policy: Policy) -> Patch:
-    """JSONPatch operations for a Pod; templates are never mutated (their pods will be)."""
+    """JSONPatch operations for a Pod; templates are never mutated (their pods will be).
+
+    The opt-out annotation turns off the conveniences, never isolation: an annotation any
+    pod author can set must not be a way to see every GPU on the node.
+    """
     result = Patch()
-    if not pod.is_pod or opted_out(pod, policy):
+    if not pod.is_pod:
         return result
+    skip = opted_out(pod, policy)
     for m in MUTATIONS:
+        if skip and m.id != isolate_non_gpu.ID:
+            continue
         ops, warnings = m.mutate(pod, policy)
         result.ops.extend(ops)
         result.warnings.extend(warnings)
     return result
+
+
+def mutate_new_ephemeral(pod: PodView, policy: Policy, existing: Collection[str]) -> Patch:
+    """Patches for the pods/ephemeralcontainers subresource: only new ephemeral containers change."""
+    return Patch(ops=isolate_non_gpu.mutate_new_ephemeral(pod, policy, existing))
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,9 +163,16 @@ class Screen:
     def for_policy(cls, policy: Policy) -> Screen:
         # Registry order, first occurrence kept: the GPU resource name comes first, and most
         # bodies that concern us contain it, so the scan usually stops after one token.
-        rules = [t for r in RULES if policy.mode(r.id) is not Mode.OFF for t in r.triggers(policy)]
-        mutations = [t for m in MUTATIONS for t in m.triggers(policy)]
-        return cls(tuple(dict.fromkeys(t.encode() for t in rules)), tuple(dict.fromkeys(t.encode() for t in mutations)))
+        rules = [t for r in (*RULES, *OBJECT_RULES) if policy.mode(r.id) is not Mode.OFF for t in r.triggers(policy)]
+        mutations = [
+            t
+            for m in MUTATIONS
+            if m.id != isolate_non_gpu.ID or policy.isolate_non_gpu
+            for t in m.triggers(policy)
+        ]
+        return cls(
+            tuple(dict.fromkeys(t.encode() for t in rules)), tuple(dict.fromkeys(t.encode() for t in mutations))
+        )
 
     @staticmethod
     def _may_matter(body: bytes, tokens: tuple[bytes, ...]) -> bool:

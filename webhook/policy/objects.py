@@ -13,21 +13,8 @@ from decimal import Decimal
 from typing import Any
 
 from .quantity import QuantityError, parse_quantity
+from .templates import BUILTIN, Key, Templates, expand, field_path, pointer
 from .types import Policy
-
-# (API group, kind) -> keys leading from the object to its pod template ({metadata, spec}).
-# An empty tuple means the object is itself a pod.
-TEMPLATE_PATHS: dict[tuple[str, str], tuple[str, ...]] = {
-    ("", "Pod"): (),
-    ("", "PodTemplate"): ("template",),
-    ("", "ReplicationController"): ("spec", "template"),
-    ("apps", "Deployment"): ("spec", "template"),
-    ("apps", "ReplicaSet"): ("spec", "template"),
-    ("apps", "StatefulSet"): ("spec", "template"),
-    ("apps", "DaemonSet"): ("spec", "template"),
-    ("batch", "Job"): ("spec", "template"),
-    ("batch", "CronJob"): ("spec", "jobTemplate", "spec", "template"),
-}
 
 CONTAINER_KINDS: tuple[tuple[str, str], ...] = (
     ("initContainers", "init container"),
@@ -101,6 +88,7 @@ class PodView:
     """A pod spec (of a Pod or of a template) and where it sits in its object."""
 
     path: str  # field path prefix of the pod spec, e.g. "spec.template.spec"
+    meta_path: str  # field path of the template's metadata, e.g. "spec.template.metadata"
     pointer: str  # JSON pointer of the pod spec, e.g. "/spec"
     metadata: dict[str, Any]
     spec: dict[str, Any]
@@ -121,10 +109,6 @@ class PodView:
 
     def is_gpu_pod(self, policy: Policy) -> bool:
         return self.requests_gpu or self.pinned_to(policy.accelerator_label)
-
-
-def template_keys(group: str, kind: str) -> tuple[str, ...] | None:
-    return TEMPLATE_PATHS.get((group, kind))
 
 
 def group_of(api_version: object) -> str:
@@ -158,19 +142,35 @@ def _type(value: Any) -> str:
     )
 
 
-def build_view(obj: Any, keys: tuple[str, ...], policy: Policy, watch: frozenset[str] = WATCHED_ENV) -> PodView:
-    """Walk `obj` down `keys` to its pod template and read it into a `PodView`."""
-    root = _mapping(obj, "object", optional=False)
-    assert root is not None
-    node: dict[str, Any] = root
-    path = ""
-    for key in keys:
-        path = f"{path}.{key}" if path else key
-        child = _mapping(node.get(key), path, optional=True)
+def find_templates(group: str, kind: str, policy: Policy) -> Templates | None:
+    """Where `kind`'s pod templates are: the configured table first, then the built-in one."""
+    return policy.custom_templates.get((group, kind)) or BUILTIN.get((group, kind))
+
+
+def build_views(obj: Any, templates: Templates, policy: Policy, watch: frozenset[str] = WATCHED_ENV) -> list[PodView]:
+    """A view of every pod template `templates` finds in `obj` (one for a Pod or a Deployment)."""
+    if not isinstance(obj, dict):
+        raise ShapeError("object", f"must be an object, got {_type(obj)}")
+    if templates.required:
+        return [build_view(obj, keys, policy, watch) for keys in templates.paths]
+    return [build_view(obj, keys, policy, watch) for pattern in templates.paths for keys in expand(obj, pattern)]
+
+
+def build_view(
+    obj: dict[str, Any], keys: tuple[Key, ...], policy: Policy, watch: frozenset[str] = WATCHED_ENV
+) -> PodView:
+    """Walk `obj` down `keys` to a pod template ({metadata, spec}) and read it into a `PodView`."""
+    node: Any = obj
+    for depth, key in enumerate(keys):
+        here = field_path(keys[: depth + 1])
+        child = node.get(key) if isinstance(node, dict) else node[key] if isinstance(node, list) else None
         if child is None:
-            raise ShapeError(path, "is required")
+            raise ShapeError(here, "is required")
         node = child
-    pointer = "".join(f"/{k}" for k in keys)
+    path = field_path(keys)
+    node = _mapping(node, path or "object", optional=False)
+    assert node is not None
+    ptr = pointer(keys)
     meta_path = f"{path}.metadata" if path else "metadata"
     metadata = _mapping(node.get("metadata"), meta_path) or {}
     spec_path = f"{path}.spec" if path else "spec"
@@ -182,12 +182,13 @@ def build_view(obj: Any, keys: tuple[str, ...], policy: Policy, watch: frozenset
     for kind, label in CONTAINER_KINDS:
         items = _list(spec.get(kind), f"{spec_path}.{kind}")
         for index, raw in enumerate(items or ()):
-            containers.append(_container(raw, kind, label, index, spec_path, f"{pointer}/spec", policy, watch))
+            containers.append(_container(raw, kind, label, index, spec_path, f"{ptr}/spec", policy, watch))
 
     node_selector = _mapping(spec.get("nodeSelector"), f"{spec_path}.nodeSelector")
     return PodView(
         path=spec_path,
-        pointer=f"{pointer}/spec",
+        meta_path=meta_path,
+        pointer=f"{ptr}/spec",
         metadata=metadata,
         spec=spec,
         containers=containers,

@@ -2,20 +2,40 @@
 
 from __future__ import annotations
 
-from .mutations import accelerator_node_selector, ld_library_path
-from .rules import gpu_quantity, gpu_requests_equal_limits, no_privileged_gpu, no_visible_devices_env
-from .types import Mutation, Rule
+from .mutations import accelerator_node_selector, isolate_non_gpu, ld_library_path
+from .rules import (
+    gpu_limitrange,
+    gpu_quantity,
+    gpu_requests_equal_limits,
+    no_cdi_annotations,
+    no_gpu_device_hostpath,
+    no_host_namespaces_gpu,
+    no_privileged_gpu,
+    no_visible_devices_env,
+    visible_devices_envfrom,
+)
+from .types import Mode, Mutation, ObjectRule, Rule
 
+# Rules over a pod spec (of a Pod or of any pod template).
 RULES: tuple[Rule, ...] = (
     gpu_quantity.RULE,
     gpu_requests_equal_limits.RULE,
     no_visible_devices_env.RULE,
     no_privileged_gpu.RULE,
+    no_gpu_device_hostpath.RULE,
+    no_cdi_annotations.RULE,
+    no_host_namespaces_gpu.RULE,
+    visible_devices_envfrom.RULE,
 )
+
+# Rules over whole objects of other kinds.
+OBJECT_RULES: tuple[ObjectRule, ...] = (gpu_limitrange.RULE,)
 
 MUTATIONS: tuple[Mutation, ...] = (
     ld_library_path.MUTATION,
     accelerator_node_selector.MUTATION,
+    isolate_non_gpu.MUTATION,
 )
 
-RULE_IDS: tuple[str, ...] = tuple(rule.id for rule in RULES)
+RULE_IDS: tuple[str, ...] = tuple(r.id for r in (*RULES, *OBJECT_RULES))
+DEFAULT_MODES: dict[str, Mode] = {r.id: r.default_mode for r in (*RULES, *OBJECT_RULES)}

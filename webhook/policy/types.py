@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from .templates import Templates
+
 if TYPE_CHECKING:
     from .objects import PodView
 
@@ -46,8 +48,12 @@ class Policy:
     accelerator_label: str = "accelerator"
     accelerator_default: str | None = None
     opt_out_annotation: str = "gpu-policy.io/mutate"
+    isolate_non_gpu: bool = True
+    # (API group, kind) -> where its pod templates are; added to (and overriding) templates.BUILTIN.
+    custom_templates: dict[tuple[str, str], Templates] = field(default_factory=dict)
 
     def mode(self, rule_id: str) -> Mode:
+        # `modes` is complete when built from config (rule defaults included); a bare Policy() denies.
         return self.modes.get(rule_id, Mode.DENY)
 
 
@@ -62,6 +68,7 @@ class Violation:
     container: str | None = None
     container_kind: str | None = None  # "container" | "init container" | "ephemeral container"
     value: str | None = None
+    scope: str = "pod"  # what `where()` names when no container is involved
 
     @property
     def key(self) -> tuple[str, str, str | None]:
@@ -70,7 +77,7 @@ class Violation:
 
     def where(self) -> str:
         if self.container_kind is None:
-            return "pod"
+            return self.scope
         return f'{self.container_kind} "{self.container}"'
 
     def describe(self, *, with_fix: bool = True) -> str:
@@ -107,6 +114,7 @@ class Rule:
     check: CheckFn
     summary: str
     triggers: TriggersFn
+    default_mode: Mode = Mode.DENY
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +124,26 @@ class Mutation:
     id: str
     mutate: MutateFn
     triggers: TriggersFn
+
+
+ObjectCheckFn = Callable[[dict[str, Any], Policy], list[Violation]]
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRule:
+    """A validating rule about a whole object of given kinds (not a pod spec), e.g. LimitRange."""
+
+    id: str
+    kinds: frozenset[tuple[str, str]]  # (API group, kind)
+    check: ObjectCheckFn
+    summary: str
+    triggers: TriggersFn
+    default_mode: Mode = Mode.DENY
+
+
+def always(_policy: Policy) -> tuple[str, ...]:
+    """Trigger of what applies to every object: the empty string is in every body."""
+    return ("",)
 
 
 def gpu_resource(policy: Policy) -> tuple[str, ...]:

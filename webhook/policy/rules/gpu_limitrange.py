@@ -1,0 +1,58 @@
+"""gpu-limitrange: no LimitRange hands out GPUs by default.
+
+Restricted fields (LimitRange): spec.limits[*].default["nvidia.com/gpu"],
+  spec.limits[*].defaultRequest["nvidia.com/gpu"]
+
+Why: the LimitRanger admission plugin runs before webhooks and copies these defaults into
+every container that sets none, so every pod in the namespace would request (and hold) a
+GPU. Cap GPU use with a ResourceQuota on requests.nvidia.com/gpu instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..objects import ShapeError
+from ..quantity import describe
+from ..types import ObjectRule, Policy, Violation, gpu_resource
+
+ID = "gpu-limitrange"
+
+
+def check(obj: dict[str, Any], policy: Policy) -> list[Violation]:
+    spec = obj.get("spec") or {}
+    if not isinstance(spec, dict):
+        raise ShapeError("spec", "must be an object")
+    limits = spec.get("limits") or []
+    if not isinstance(limits, list):
+        raise ShapeError("spec.limits", "must be a list")
+    resource = policy.resource_name
+    out: list[Violation] = []
+    for i, item in enumerate(limits):
+        if not isinstance(item, dict):
+            raise ShapeError(f"spec.limits[{i}]", "must be an object")
+        for field in ("default", "defaultRequest"):
+            values = item.get(field)
+            if isinstance(values, dict) and resource in values:
+                out.append(
+                    Violation(
+                        rule=ID,
+                        path=f'spec.limits[{i}].{field}["{resource}"]',
+                        detail=f"is {describe(values[resource])}: every container without its own "
+                        f"{resource} would be given one",
+                        fix=f"remove {resource} from default and defaultRequest; cap GPU use with a "
+                        f"ResourceQuota on requests.{resource}",
+                        value=describe(values[resource]),
+                        scope="LimitRange",
+                    )
+                )
+    return out
+
+
+RULE = ObjectRule(
+    id=ID,
+    kinds=frozenset({("", "LimitRange")}),
+    check=check,
+    summary="no LimitRange defaults for nvidia.com/gpu",
+    triggers=gpu_resource,
+)
