@@ -15,7 +15,9 @@ from webhook.policy import Policy
 
 from .reviews import pods, wide_pod
 
-POLICY = from_mapping({"clusterVersion": "1.27", "acceleratorNodeSelector": {"default": "nvidia-t4"}}, environ={}).policy
+POLICY = from_mapping(
+    {"clusterVersion": "1.27", "acceleratorNodeSelector": {"default": "nvidia-t4"}}, environ={}
+).policy
 
 
 def evaluate_and_mutate(obj: dict[str, Any], p: Policy = POLICY) -> None:

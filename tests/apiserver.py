@@ -127,7 +127,10 @@ class ApiServer:
     ) -> dict[str, Any]:
         source = obj if obj is not None else old or {}
         kind = kind or source.get("kind", "Pod")
-        group, version, resource = RESOURCES.get(kind, ("example.com", "v1", kind.lower() + "s"))
+        default_group, default_version, resource = RESOURCES.get(kind, ("", "v1", kind.lower() + "s"))
+        group, _, version = str(source.get("apiVersion", "")).rpartition("/")
+        if not version:
+            group, version = default_group, default_version
         meta = source.get("metadata", {})
         request: dict[str, Any] = {
             "uid": str(uuid.uuid4()),

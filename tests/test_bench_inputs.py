@@ -9,7 +9,9 @@ from bench.reviews import bodies, wide_pod
 from webhook import admission, review
 from webhook.config import from_mapping
 
-POLICY = from_mapping({"clusterVersion": "1.27", "acceleratorNodeSelector": {"default": "nvidia-t4"}}, environ={}).policy
+POLICY = from_mapping(
+    {"clusterVersion": "1.27", "acceleratorNodeSelector": {"default": "nvidia-t4"}}, environ={}
+).policy
 
 
 def test_bodies_cover_the_mix() -> None:

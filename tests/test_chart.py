@@ -71,7 +71,8 @@ def test_matrix_renders_valid_objects(mode: str, kube_version: str, provided: di
     ]
     # matchConditions exactly where the cluster understands them; vendor suffixes must not drop them.
     wants_conditions = schema_version(kube_version) >= "1.28.0"
-    assert [("matchConditions" in h) for h in hooks] == [wants_conditions, wants_conditions, False]
+    # The mutating webhook has none while isolate-non-gpu (default on) patches every pod.
+    assert [("matchConditions" in h) for h in hooks] == [False, wants_conditions, False]
 
     for hook in hooks:
         assert hook["admissionReviewVersions"] == ["v1"]
@@ -88,6 +89,8 @@ def test_matrix_renders_valid_objects(mode: str, kube_version: str, provided: di
         assert excluded["key"] == "kubernetes.io/metadata.name" and excluded["operator"] == "NotIn"
         assert {"gpu-policy", "kube-system", "kube-public", "kube-node-lease"} <= set(excluded["values"])
     assert mutating["webhooks"][0]["reinvocationPolicy"] == "IfNeeded"
+    assert [r["resources"] for r in mutating["webhooks"][0]["rules"]] == [["pods"], ["pods/ephemeralcontainers"]]
+    assert "limitranges" in validating["webhooks"][1]["rules"][2]["resources"]
     assert [h["failurePolicy"] for h in hooks] == ["Ignore", "Fail", "Ignore"]
 
     if mode == "cert-manager":
@@ -237,3 +240,33 @@ def test_notes_warn_about_fail_open(tmp_path: Path) -> None:
     assert "WARNING: webhook.validatingPods.failurePolicy is Ignore" in out
     assert "WARNING: replicaCount is 1" in out
     assert "helm test gp -n ml" in out
+
+
+def test_custom_resource_webhook_rules_are_opt_in(tmp_path: Path) -> None:
+    def workload_groups(values: dict[str, Any]) -> list[str]:
+        docs = render(values, tmp=tmp_path)
+        hook = find(docs, "ValidatingWebhookConfiguration")["webhooks"][1]
+        return [g for r in hook["rules"] for g in r["apiGroups"]]
+
+    assert workload_groups({}) == ["apps", "batch", ""]
+    groups = workload_groups(
+        {
+            "webhook": {
+                "customResources": {"kubeflow": True, "jobset": True},
+                "extraWorkloadRules": [
+                    {
+                        "apiGroups": ["train.example.com"],
+                        "apiVersions": ["*"],
+                        "operations": ["CREATE"],
+                        "resources": ["trainers"],
+                    }
+                ],
+            }
+        }
+    )
+    assert groups == ["apps", "batch", "", "jobset.x-k8s.io", "kubeflow.org", "train.example.com"]
+
+
+def test_mutating_match_conditions_only_without_isolation(tmp_path: Path) -> None:
+    docs = render({"policy": {"isolateNonGpu": False}}, tmp=tmp_path)
+    assert "matchConditions" in find(docs, "MutatingWebhookConfiguration")["webhooks"][0]

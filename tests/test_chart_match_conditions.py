@@ -6,6 +6,7 @@ with a CEL implementation against pods that each rule denies or each mutation pa
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import celpy
@@ -37,6 +38,17 @@ ACTED_ON = {
     "sys_admin pinned by affinity": pod(container(caps=["SYS_ADMIN"]), affinity=AFFINITY),
     "privileged ephemeral in gpu pod": pod(container(gpu=1), ephemeralContainers=[container("d", privileged=True)]),
     "gpu in init only": pod(container(), initContainers=[container("i", gpu=1)]),
+    "hostPath /dev": pod(container(), volumes=[{"name": "d", "hostPath": {"path": "/dev"}}]),
+    "device-list mount": pod(
+        container(volumeMounts=[{"name": "e", "mountPath": "/var/run/nvidia-container-devices/x"}]),
+        volumes=[{"name": "e", "emptyDir": {}}],
+    ),
+    "cdi annotation": {
+        **pod(container()),
+        "metadata": {"name": "p", "annotations": {"nvidia.cdi.k8s.io/container.main": "nvidia.com/gpu=all"}},
+    },
+    "hostPID gpu pod": pod(container(gpu=1), hostPID=True),
+    "envFrom gpu pod": pod(container(gpu=1, envFrom=[{"configMapRef": {"name": "c"}}])),
 }
 IGNORED = {
     "plain web pod": pod(container("web", env=[{"name": "PORT", "value": "80"}])),
@@ -64,7 +76,9 @@ def conditions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     }
 
 
-def matches(programs: list[Any], obj: dict[str, Any]) -> bool:
+def matches(programs: list[Any] | None, obj: dict[str, Any]) -> bool:
+    if programs is None:
+        return True  # a webhook without matchConditions sees every pod
     return all(bool(p.evaluate({"object": celpy.json_to_cel(obj)})) for p in programs)
 
 
@@ -82,10 +96,25 @@ def test_every_pod_the_policy_acts_on_reaches_the_webhook(conditions: dict[str, 
     if violates:
         assert matches(conditions["pods.validate.gpu-policy.io"], obj)
     if mutates:
-        assert matches(conditions["mutate.gpu-policy.io"], obj)
+        assert matches(conditions.get("mutate.gpu-policy.io"), obj)
 
 
 @pytest.mark.parametrize("name", list(IGNORED))
 def test_ordinary_pods_skip_the_webhook(conditions: dict[str, Any], name: str) -> None:
-    for programs in conditions.values():
-        assert not matches(programs, IGNORED[name])
+    assert not matches(conditions["pods.validate.gpu-policy.io"], IGNORED[name])
+
+
+def test_without_isolation_mutating_conditions_cover_every_mutation(tmp_path: Path) -> None:
+    docs = render(
+        {"policy": {"clusterVersion": "1.27", "acceleratorNodeSelector": {"default": "t4"}, "isolateNonGpu": False}},
+        tmp=tmp_path,
+    )
+    assert isinstance(docs, list)
+    env = celpy.Environment()
+    (hook,) = find(docs, "MutatingWebhookConfiguration")["webhooks"]
+    programs = [env.program(env.compile(c["expression"])) for c in hook["matchConditions"]]
+    p = Policy(cluster_version=(1, 27), accelerator_default="t4", isolate_non_gpu=False)
+    for obj in ACTED_ON.values():
+        if acted_on(obj, p)[1]:
+            assert matches(programs, obj)
+    assert not matches(programs, IGNORED["plain web pod"])

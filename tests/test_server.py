@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import warnings
 
@@ -275,3 +276,20 @@ def test_unknown_cluster_version_skips_ld_library_path(start_server) -> None:
     response, _patched = api.mutate(pod(container(gpu="1")))
     assert "patch" not in response
     api.close()
+
+
+def test_new_ephemeral_containers_are_isolated(api: ApiServer) -> None:
+    running = pod(container("train", gpu="1", request="1"), ephemeralContainers=[container("earlier")])
+    debugged = json.loads(json.dumps(running))
+    debugged["spec"]["ephemeralContainers"].append(container("debugger", image="busybox"))
+    response, patched = api.mutate(debugged, operation="UPDATE", old=running, sub_resource="ephemeralcontainers")
+    ops = json.loads(base64.b64decode(response["patch"]))
+    assert ops == [
+        {
+            "op": "add",
+            "path": "/spec/ephemeralContainers/1/env",
+            "value": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}],
+        }
+    ]
+    assert "env" not in patched["spec"]["ephemeralContainers"][0]
+    assert api.validate(patched, operation="UPDATE", old=running, sub_resource="ephemeralcontainers")["allowed"]

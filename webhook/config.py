@@ -257,7 +257,7 @@ def _custom_resources(value: Any, problems: list[str]) -> dict[tuple[str, str], 
                 problems.append(f"{where}.{key}: unknown key" + (f" (did you mean {where}.{hint[0]}?)" if hint else ""))
         group, kind, templates = item.get("group", ""), item.get("kind"), item.get("templates")
         if not isinstance(group, str):
-            problems.append(f"{where}.group: must be a string (\"\" for the core group)")
+            problems.append(f'{where}.group: must be a string ("" for the core group)')
         if not isinstance(kind, str) or not kind:
             problems.append(f"{where}.kind: is required")
         if not isinstance(templates, list) or not templates:

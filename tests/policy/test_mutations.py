@@ -95,13 +95,16 @@ def test_only_gpu_containers_of_pods_on_old_clusters() -> None:
 
 def test_when_unset_warn_only_warns() -> None:
     ops, warnings, _ = mutate(
-        pod(container("t", gpu=1)), Policy(cluster_version=(1, 19), ld_library_path_when_unset="warn", isolate_non_gpu=False)
+        pod(container("t", gpu=1)),
+        Policy(cluster_version=(1, 19), ld_library_path_when_unset="warn", isolate_non_gpu=False),
     )
     assert ops == [] and "does not set LD_LIBRARY_PATH" in warnings[0]
 
 
 def test_configurable_directory() -> None:
-    ops, _, _ = mutate(pod(container(gpu=1)), Policy(cluster_version=(1, 27), ld_library_path="/opt/nvidia/lib", isolate_non_gpu=False))
+    ops, _, _ = mutate(
+        pod(container(gpu=1)), Policy(cluster_version=(1, 27), ld_library_path="/opt/nvidia/lib", isolate_non_gpu=False)
+    )
     assert ops[0]["value"] == [{"name": "LD_LIBRARY_PATH", "value": "/opt/nvidia/lib"}]
 
 

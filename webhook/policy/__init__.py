@@ -14,7 +14,7 @@ from typing import Any
 from .mutations import isolate_non_gpu
 from .objects import ESCAPE, PodView, ShapeError, build_views, find_templates, group_of, watched_in
 from .patch import Op
-from .registry import DEFAULT_MODES, MUTATIONS, OBJECT_RULES, RULE_IDS, RULES
+from .registry import ALL_RULES, DEFAULT_MODES, MUTATIONS, OBJECT_RULES, RULE_IDS, RULES
 from .types import Mode, Policy, Verdict, Violation
 
 __all__ = [
@@ -163,16 +163,11 @@ class Screen:
     def for_policy(cls, policy: Policy) -> Screen:
         # Registry order, first occurrence kept: the GPU resource name comes first, and most
         # bodies that concern us contain it, so the scan usually stops after one token.
-        rules = [t for r in (*RULES, *OBJECT_RULES) if policy.mode(r.id) is not Mode.OFF for t in r.triggers(policy)]
+        rules = [t for r in ALL_RULES if policy.mode(r.id) is not Mode.OFF for t in r.triggers(policy)]
         mutations = [
-            t
-            for m in MUTATIONS
-            if m.id != isolate_non_gpu.ID or policy.isolate_non_gpu
-            for t in m.triggers(policy)
+            t for m in MUTATIONS if m.id != isolate_non_gpu.ID or policy.isolate_non_gpu for t in m.triggers(policy)
         ]
-        return cls(
-            tuple(dict.fromkeys(t.encode() for t in rules)), tuple(dict.fromkeys(t.encode() for t in mutations))
-        )
+        return cls(tuple(dict.fromkeys(t.encode() for t in rules)), tuple(dict.fromkeys(t.encode() for t in mutations)))
 
     @staticmethod
     def _may_matter(body: bytes, tokens: tuple[bytes, ...]) -> bool:

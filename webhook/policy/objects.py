@@ -163,7 +163,12 @@ def build_view(
     node: Any = obj
     for depth, key in enumerate(keys):
         here = field_path(keys[: depth + 1])
-        child = node.get(key) if isinstance(node, dict) else node[key] if isinstance(node, list) else None
+        if isinstance(node, dict):
+            child = node.get(key)
+        elif isinstance(node, list) and isinstance(key, int) and key < len(node):
+            child = node[key]
+        else:
+            child = None
         if child is None:
             raise ShapeError(here, "is required")
         node = child

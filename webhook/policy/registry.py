@@ -37,5 +37,6 @@ MUTATIONS: tuple[Mutation, ...] = (
     isolate_non_gpu.MUTATION,
 )
 
-RULE_IDS: tuple[str, ...] = tuple(r.id for r in (*RULES, *OBJECT_RULES))
-DEFAULT_MODES: dict[str, Mode] = {r.id: r.default_mode for r in (*RULES, *OBJECT_RULES)}
+ALL_RULES: tuple[Rule | ObjectRule, ...] = (*RULES, *OBJECT_RULES)
+RULE_IDS: tuple[str, ...] = tuple(r.id for r in ALL_RULES)
+DEFAULT_MODES: dict[str, Mode] = {r.id: r.default_mode for r in ALL_RULES}

@@ -1,0 +1,89 @@
+"""isolate-non-gpu: every container that requests no GPU is given NVIDIA_VISIBLE_DEVICES=void."""
+
+from __future__ import annotations
+
+import copy
+
+import jsonpatch
+
+from tests.builders import container, pod, wrap
+from webhook import policy
+from webhook.policy import Policy
+
+P = Policy()
+VOID = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}
+
+
+def mutated(obj: dict, p: Policy = P) -> tuple[list[dict], dict]:
+    view = policy.view(obj, policy.group_of(obj["apiVersion"]), obj["kind"], p)
+    assert view is not None
+    ops = policy.mutate(view, p).ops
+    out = jsonpatch.apply_patch(copy.deepcopy(obj), ops) if ops else obj
+    again = policy.view(out, policy.group_of(obj["apiVersion"]), obj["kind"], p)
+    assert again is not None and policy.mutate(again, p).ops == []  # idempotent
+    return ops, out
+
+
+def test_guide_isolation_pod_without_gpu_gets_void_everywhere() -> None:
+    # The managed-cloud guide's isolation test pod, with its GPU request removed.
+    obj = pod(
+        container("cuda", env=[{"name": "CUDA_VERSION", "value": "11.0"}]),
+        container("sidecar"),
+        initContainers=[container("init")],
+    )
+    ops, out = mutated(obj)
+    assert ops == [
+        {"op": "add", "path": "/spec/initContainers/0/env", "value": [VOID]},
+        {"op": "add", "path": "/spec/containers/0/env/-", "value": VOID},
+        {"op": "add", "path": "/spec/containers/1/env", "value": [VOID]},
+    ]
+    for c in out["spec"]["containers"] + out["spec"]["initContainers"]:
+        assert c["env"][-1] == VOID
+
+
+def test_gpu_containers_are_untouched() -> None:
+    ops, out = mutated(pod(container("gpu", gpu="1"), container("cpu"), container("zero", gpu="0")))
+    assert [op["path"] for op in ops] == ["/spec/containers/1/env", "/spec/containers/2/env"]
+    assert "env" not in out["spec"]["containers"][0]
+
+
+def test_containers_that_set_the_variable_are_left_alone() -> None:
+    for value in ("void", "none", "", "all", "0"):
+        ops, _ = mutated(pod(container(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": value}])))
+        assert ops == [], value
+    by_ref = [{"name": "NVIDIA_VISIBLE_DEVICES", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}]
+    assert mutated(pod(container(env=by_ref)))[0] == []
+
+
+def test_hand_set_all_is_not_rewritten_but_denied() -> None:
+    obj = pod(container("c", env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]))
+    ops, out = mutated(obj)
+    assert ops == [] and out == obj
+    found = policy.check(out, "", "Pod", P)
+    assert found is not None and [v.rule for v in found] == ["no-visible-devices-env"]
+
+
+def test_dra_claims_and_unparsable_requests_are_skipped() -> None:
+    dra = container("d")
+    dra["resources"] = {"claims": [{"name": "gpu"}]}
+    assert mutated(pod(dra))[0] == []
+    assert mutated(pod(container(gpu="lots")))[0] == []
+
+
+def test_opt_out_annotation_does_not_disable_isolation() -> None:
+    obj = pod(container("c"))
+    obj["metadata"]["annotations"] = {"gpu-policy.io/mutate": "false"}
+    assert mutated(obj)[0] == [{"op": "add", "path": "/spec/containers/0/env", "value": [VOID]}]
+
+
+def test_disabled_and_templates() -> None:
+    assert mutated(pod(container()), Policy(isolate_non_gpu=False))[0] == []
+    assert mutated(wrap(pod(container()), "Deployment"))[0] == []
+
+
+def test_only_new_ephemeral_containers_on_the_subresource() -> None:
+    obj = pod(container("app"), ephemeralContainers=[container("old-debug"), container("debugger")])
+    view = policy.view(obj, "", "Pod", P)
+    assert view is not None
+    ops = policy.mutate_new_ephemeral(view, P, {"old-debug"}).ops
+    assert ops == [{"op": "add", "path": "/spec/ephemeralContainers/1/env", "value": [VOID]}]
