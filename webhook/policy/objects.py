@@ -14,7 +14,7 @@ from typing import Any
 
 from .quantity import QuantityError, parse_quantity
 from .templates import BUILTIN, Key, Templates, expand, field_path, pointer
-from .types import Policy
+from .types import Policy, Violation
 
 CONTAINER_KINDS: tuple[tuple[str, str], ...] = (
     ("initContainers", "init container"),
@@ -81,6 +81,18 @@ class Container:
     def pointer(self) -> str:
         """JSON pointer, as patches need it: "/spec/containers/0"."""
         return f"{self.spec_pointer}/{self.kind}/{self.index}"
+
+    def violation(self, rule: str, field: str, detail: str, fix: str, value: str | None = None) -> Violation:
+        """A violation of `rule` at this container's `field` (e.g. "securityContext.privileged")."""
+        return Violation(
+            rule=rule,
+            path=f"{self.path}.{field}",
+            detail=detail,
+            fix=fix,
+            container=self.name,
+            container_kind=self.label,
+            value=value,
+        )
 
 
 @dataclass(slots=True)

@@ -57,17 +57,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
             found = problem(value, policy)
             if found:
                 detail, fix = found
-                out.append(
-                    Violation(
-                        rule=ID,
-                        path=f"{c.path}.resources.{side_name}{quote_key(resource)}",
-                        detail=detail,
-                        fix=fix,
-                        container=c.name,
-                        container_kind=c.label,
-                        value=describe(value),
-                    )
-                )
+                out.append(c.violation(ID, f"resources.{side_name}{quote_key(resource)}", detail, fix, describe(value)))
     return out
 
 

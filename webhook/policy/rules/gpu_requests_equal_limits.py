@@ -23,41 +23,24 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     out: list[Violation] = []
     resource = policy.resource_name
     key = quote_key(resource)
+    field = f"resources.requests{key}"
     for c in view.containers:
         if c.requests is None or resource not in c.requests:
             continue
-        requested = c.requests[resource]
-        path = f"{c.path}.resources.requests{key}"
+        requested = describe(c.requests[resource])
         if c.limits is None or resource not in c.limits:
-            out.append(
-                Violation(
-                    rule=ID,
-                    path=path,
-                    detail=f"is {describe(requested)} but limits{key} is not set",
-                    fix=f"set resources.limits{key} (GPUs are requested through limits; requests may be dropped)",
-                    container=c.name,
-                    container_kind=c.label,
-                    value=describe(requested),
-                )
-            )
+            detail = f"is {requested} but limits{key} is not set"
+            fix = f"set resources.limits{key} (GPUs are requested through limits; requests may be dropped)"
+            out.append(c.violation(ID, field, detail, fix, requested))
             continue
         limit = c.limits[resource]
         try:
-            equal = parse_quantity(requested) == parse_quantity(limit)
+            equal = parse_quantity(c.requests[resource]) == parse_quantity(limit)
         except QuantityError:
             continue  # gpu-quantity reports values that do not parse
         if not equal:
-            out.append(
-                Violation(
-                    rule=ID,
-                    path=path,
-                    detail=f"is {describe(requested)} but the limit is {describe(limit)}: they must be equal",
-                    fix=f"drop requests{key} or set it to {describe(limit)}",
-                    container=c.name,
-                    container_kind=c.label,
-                    value=describe(requested),
-                )
-            )
+            detail = f"is {requested} but the limit is {describe(limit)}: they must be equal"
+            out.append(c.violation(ID, field, detail, f"drop requests{key} or set it to {describe(limit)}", requested))
     return out
 
 

@@ -98,14 +98,12 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
                 raise ShapeError(f"{c.path}.volumeMounts[{i}].mountPath", "must be a string")
             if _under(normalise(mount_path), DEVICE_LIST_DIR):
                 out.append(
-                    Violation(
-                        rule=ID,
-                        path=f"{c.path}.volumeMounts[{i}].mountPath",
-                        detail=f'is "{mount_path}": files there are read as a GPU device list by the NVIDIA runtime',
-                        fix="mount the volume somewhere else",
-                        container=c.name,
-                        container_kind=c.label,
-                        value=f'"{mount_path}"',
+                    c.violation(
+                        ID,
+                        f"volumeMounts[{i}].mountPath",
+                        f'is "{mount_path}": files there are read as a GPU device list by the NVIDIA runtime',
+                        "mount the volume somewhere else",
+                        f'"{mount_path}"',
                     )
                 )
     return out

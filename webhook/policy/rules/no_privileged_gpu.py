@@ -31,28 +31,24 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
             continue
         if sc.get("privileged") is True:
             out.append(
-                Violation(
-                    rule=ID,
-                    path=f"{c.path}.securityContext.privileged",
-                    detail="is true in a GPU pod: a privileged container sees every GPU on the node",
-                    fix="remove securityContext.privileged (request the GPUs you need instead)",
-                    container=c.name,
-                    container_kind=c.label,
-                    value="true",
+                c.violation(
+                    ID,
+                    "securityContext.privileged",
+                    "is true in a GPU pod: a privileged container sees every GPU on the node",
+                    "remove securityContext.privileged (request the GPUs you need instead)",
+                    "true",
                 )
             )
         caps = sc.get("capabilities") or {}
         for i, cap in enumerate(caps.get("add") or ()):
             if privileged_capability(cap):
                 out.append(
-                    Violation(
-                        rule=ID,
-                        path=f"{c.path}.securityContext.capabilities.add[{i}]",
-                        detail=f'adds "{cap}" in a GPU pod: the NVIDIA runtime treats it as privileged',
-                        fix=f'drop "{cap}" from capabilities.add',
-                        container=c.name,
-                        container_kind=c.label,
-                        value=f'"{cap}"',
+                    c.violation(
+                        ID,
+                        f"securityContext.capabilities.add[{i}]",
+                        f'adds "{cap}" in a GPU pod: the NVIDIA runtime treats it as privileged',
+                        f'drop "{cap}" from capabilities.add',
+                        f'"{cap}"',
                     )
                 )
     return out

@@ -25,33 +25,14 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     out: list[Violation] = []
     for c in view.containers:
         for i, entry in env_entries(c, VISIBLE_DEVICES):
-            path = f"{c.path}.env[{i}]"
             if entry.get("valueFrom") is not None:
-                out.append(
-                    Violation(
-                        rule=ID,
-                        path=path,
-                        detail=f"sets {VISIBLE_DEVICES} through valueFrom, which admission cannot check",
-                        fix=FIX,
-                        container=c.name,
-                        container_kind=c.label,
-                        value="valueFrom",
-                    )
-                )
+                detail = f"sets {VISIBLE_DEVICES} through valueFrom, which admission cannot check"
+                out.append(c.violation(ID, f"env[{i}]", detail, FIX, "valueFrom"))
                 continue
             value = entry.get("value") or ""
             if grants_devices(value):
-                out.append(
-                    Violation(
-                        rule=ID,
-                        path=path,
-                        detail=f"sets {VISIBLE_DEVICES}={describe(value)}, which bypasses the device plugin",
-                        fix=FIX,
-                        container=c.name,
-                        container_kind=c.label,
-                        value=describe(value),
-                    )
-                )
+                detail = f"sets {VISIBLE_DEVICES}={describe(value)}, which bypasses the device plugin"
+                out.append(c.violation(ID, f"env[{i}]", detail, FIX, describe(value)))
     return out
 
 

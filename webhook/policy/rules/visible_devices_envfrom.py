@@ -42,14 +42,12 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
         if will_isolate(c, policy):
             continue
         out.append(
-            Violation(
-                rule=ID,
-                path=f"{c.path}.envFrom",
-                detail=f"loads {_sources(env_from)}, which admission cannot see: a {VISIBLE_DEVICES} key there "
+            c.violation(
+                ID,
+                "envFrom",
+                f"loads {_sources(env_from)}, which admission cannot see: a {VISIBLE_DEVICES} key there "
                 "would pick GPUs behind the device plugin's back",
-                fix=f"make sure they hold no {VISIBLE_DEVICES} key (an explicit env entry wins over envFrom)",
-                container=c.name,
-                container_kind=c.label,
+                f"make sure they hold no {VISIBLE_DEVICES} key (an explicit env entry wins over envFrom)",
             )
         )
     return out
