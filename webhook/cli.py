@@ -23,7 +23,7 @@ import yaml
 from . import admission, certs, review
 from .config import ConfigError, Settings, load, parse_version
 from .manifests import Document, InputError, read
-from .policy import Violation, group_of
+from .policy import group_of
 from .policy.types import DENY_PREFIX
 
 EXIT_OK, EXIT_DENIED, EXIT_INPUT = 0, 1, 2
@@ -226,7 +226,7 @@ def _print_text(results: Sequence[Mapping[str, Any]]) -> None:
             # The server's message, one violation a line: `violates GPU policy: a (...), b (...)`.
             print(f"DENY  {label}: {DENY_PREFIX.strip()}")
             for v in r["violations"]:
-                print(f"      - {Violation(**_fields(v)).describe()}")
+                print(f"      - {v['text']}")
         elif r["decision"] == "skipped":
             counts["skipped"] += 1
         elif r["warnings"] or r["auditAnnotations"]:
@@ -239,18 +239,6 @@ def _print_text(results: Sequence[Mapping[str, Any]]) -> None:
             print(f"AUDIT {label}: {key}: {value}")
     summary = ", ".join(f"{n} {k}" for k, n in counts.items() if n)
     print(f"{len(results)} object(s): {summary or 'none'}")
-
-
-def _fields(d: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "rule": d["rule"],
-        "path": d["path"],
-        "detail": d["detail"],
-        "fix": d["fix"],
-        "container": d["container"],
-        "container_kind": d["containerKind"],
-        "value": d["value"],
-    }
 
 
 def cmd_mutate(args: argparse.Namespace) -> int:

@@ -161,15 +161,3 @@ def errored(api_version: str, uid: str, message: str) -> dict[str, Any]:
         api_version,
         {"uid": uid, "allowed": False, "status": {"code": 500, "reason": "InternalError", "message": message}},
     )
-
-
-def peek_identity(body: Any) -> tuple[str, str]:
-    """Best-effort apiVersion and uid of a review that failed half-way, for `errored`."""
-    api_version, uid = V1, ""
-    if isinstance(body, Mapping):
-        if body.get("apiVersion") in SUPPORTED_VERSIONS:
-            api_version = body["apiVersion"]
-        request = body.get("request")
-        if isinstance(request, Mapping) and isinstance(request.get("uid"), str):
-            uid = request["uid"]
-    return api_version, uid

@@ -59,14 +59,13 @@ def _handler(
             return _error(exc.status, str(exc))
         app = request.app
         try:
-            # One substring scan of the raw body: most non-GPU pods cannot concern any enabled
+            # A substring screen of the raw body: most non-GPU pods cannot concern any enabled
             # rule, and are answered without being walked (see policy.Screen).
             outcome = decide(req, app[SETTINGS].policy, body) if may_matter(body) else admission.unconcerned(req)
             payload = review.dumps(outcome.response)
         except Exception as exc:  # a bug must cost one request, never the server or an accidental allow
             log.exception("internal error on %s uid=%s", name, req.uid)
-            api_version, uid = review.peek_identity(data)
-            payload = review.dumps(review.errored(api_version, uid, f"gpu-policy internal error: {exc}"))
+            payload = review.dumps(review.errored(req.api_version, req.uid, f"gpu-policy internal error: {exc}"))
             app[METRICS].observe(name, "error", time.perf_counter() - started, [])
         else:
             app[METRICS].observe(name, outcome.decision, time.perf_counter() - started, outcome.counted())

@@ -96,6 +96,7 @@ class Violation:
             "value": self.value,
             "detail": self.detail,
             "fix": self.fix,
+            "text": self.describe(),
         }
 
 
