@@ -293,9 +293,9 @@ def report(results: dict[str, Any]) -> str:
         lines += ["", "Workers (unpinned; load generator shares the 2 cores), /validate at 64 connections:"]
         for k, r in w.items():
             lines.append(f"  {k:28} {r['rps']:>7} req/s  p99 {r['p99_ms']:.2f} ms")
-    lines += ["", "Policy core alone (view + all rules + all mutations), median us per pod:"]
+    lines += ["", "Policy core alone (view + all rules + all mutations), median us per pod (served / cold):"]
     for k, r in results["core"].items():
-        lines.append(f"  {k:22} {r['median_us']:8.2f}")
+        lines.append(f"  {k:22} {r['median_us']:8.2f} / {r['cold_median_us']:8.2f}")
     return "\n".join(lines)
 
 

@@ -114,7 +114,8 @@ class PodView:
         return any(c.gpu is not None and c.gpu > 0 for c in self.containers)
 
     def pinned_to(self, label: str) -> bool:
-        """True when the pod can only land on nodes that carry `label`."""
+        """True when the pod asks for nodes carrying `label`: nodeSelector, or any required
+        node-affinity term with In/Exists (terms are ORed, so one term is enough to land there)."""
         if self.node_selector is not None and label in self.node_selector:
             return True
         return label in self.affinity_keys

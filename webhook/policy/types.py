@@ -51,6 +51,13 @@ class Policy:
     isolate_non_gpu: bool = True
     # (API group, kind) -> where its pod templates are; added to (and overriding) templates.BUILTIN.
     custom_templates: dict[tuple[str, str], Templates] = field(default_factory=dict)
+    # Derived once (see __post_init__): the pod rules that are not off, in registry order.
+    pod_rules: tuple[Rule, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        from .registry import RULES  # the registry imports the rules, which import this module
+
+        object.__setattr__(self, "pod_rules", tuple(r for r in RULES if self.mode(r.id) is not Mode.OFF))
 
     def mode(self, rule_id: str) -> Mode:
         # `modes` is complete when built from config (rule defaults included); a bare Policy() denies.
