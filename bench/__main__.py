@@ -15,6 +15,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -101,7 +102,7 @@ def server(cmd: list[str], port: int, cpu: int | None, ca: Path) -> Iterator[sub
         time.sleep(0.3)  # let pre-forked workers all bind
         yield proc
     finally:
-        proc.terminate()
+        proc.send_signal(signal.SIGINT)  # SIGTERM would drain first
         try:
             proc.wait(10)
         except subprocess.TimeoutExpired:

@@ -88,7 +88,7 @@ class Server:
 
     def stop(self) -> int:
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            self.proc.send_signal(signal.SIGINT)  # SIGTERM would drain for server.drainSeconds first
             try:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:

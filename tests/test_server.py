@@ -293,3 +293,24 @@ def test_new_ephemeral_containers_are_isolated(api: ApiServer) -> None:
     ]
     assert "env" not in patched["spec"]["ephemeralContainers"][0]
     assert api.validate(patched, operation="UPDATE", old=running, sub_resource="ephemeralcontainers")["allowed"]
+
+
+def test_sigterm_drains_before_closing(start_server) -> None:
+    import signal
+    import time
+
+    s = start_server({"clusterVersion": "unknown", "server": {"drainSeconds": 1.5}})
+    api = s.client()
+    assert api.get("/readyz").status == 200
+    started = time.monotonic()
+    s.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    # Not ready any more, but still answering reviews on the open connection and on new ones.
+    assert api.get("/readyz").status == 503
+    assert api.validate(pod(container(gpu="1.5")))["allowed"] is False
+    fresh = s.client()
+    assert fresh.validate(pod(container()))["allowed"] is True
+    assert s.proc.wait(10) == 0
+    assert time.monotonic() - started >= 1.4
+    api.close()
+    fresh.close()

@@ -7,6 +7,7 @@ and run it through `webhook.admission`, so their messages are the server's to th
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import contextlib
 import json
@@ -16,7 +17,7 @@ import signal
 import sys
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -24,6 +25,9 @@ from . import admission, certs, review
 from .config import ConfigError, Settings, load, parse_version
 from .manifests import Document, InputError, read
 from .policy import group_of
+
+if TYPE_CHECKING:
+    from .tls import CertReloader
 from .policy.types import DENY_PREFIX
 
 EXIT_OK, EXIT_DENIED, EXIT_INPUT = 0, 1, 2
@@ -46,9 +50,6 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _serve_one(settings: Settings, args: argparse.Namespace, reuse_port: bool) -> None:
-    from aiohttp import web
-
-    from .server import create_app
     from .tls import CertReloader
 
     reloader = CertReloader(args.cert_dir, settings.cert_reload_seconds)
@@ -58,16 +59,39 @@ def _serve_one(settings: Settings, args: argparse.Namespace, reuse_port: bool) -
         uvloop.install()
     except ImportError:
         pass
-    web.run_app(
-        create_app(settings, reloader),
-        host=args.host,
-        port=args.port,
-        ssl_context=reloader.context,
-        access_log=None,  # the API server calls for every pod: no per-request log lines
-        reuse_port=reuse_port or None,
-        shutdown_timeout=5.0,
-        print=None,
-    )
+    asyncio.run(_serve(settings, reloader, args.host, args.port, reuse_port))
+
+
+async def _serve(settings: Settings, reloader: CertReloader, host: str, port: int, reuse_port: bool) -> None:
+    """Serve until SIGTERM or SIGINT; on SIGTERM drain first (see Settings.drain_seconds)."""
+    from aiohttp import web
+
+    from .server import create_app, set_ready
+
+    app = create_app(settings, reloader)
+    # access_log=None: the API server calls for every pod, so no per-request log lines.
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=15.0)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, ssl_context=reloader.context, reuse_port=reuse_port or None)
+    await site.start()
+    loop = asyncio.get_running_loop()
+    received: asyncio.Future[int] = loop.create_future()
+
+    def on_signal(signum: int) -> None:
+        if not received.done():
+            received.set_result(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig)
+    try:
+        if await received == signal.SIGTERM and settings.drain_seconds > 0:
+            # Kubernetes removes a terminating pod from the Service while it is told to stop;
+            # answering a little longer turns that race into zero failed admissions.
+            set_ready(app, False)
+            log.info("SIGTERM: not ready, draining for %.1f s", settings.drain_seconds)
+            await asyncio.sleep(settings.drain_seconds)
+    finally:
+        await runner.cleanup()  # closes the listener, then waits for reviews in flight
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -97,7 +121,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.workers == 1:
         try:
             _serve_one(settings, args, reuse_port=False)
-        except OSError as exc:
+        except OSError as exc:  # the port is taken, or the host cannot be bound
             print(f"gpu-policy: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
             return EXIT_INPUT
         return EXIT_OK

@@ -33,7 +33,7 @@ DEFAULTS: dict[str, Any] = {
     "optOutAnnotation": "gpu-policy.io/mutate",
     "isolateNonGpu": True,
     "customResources": [],
-    "server": {"maxRequestBytes": 8 * 1024 * 1024, "certReloadSeconds": 10.0},
+    "server": {"maxRequestBytes": 8 * 1024 * 1024, "certReloadSeconds": 10.0, "drainSeconds": 5.0},
 }
 
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.\d+)?")
@@ -67,6 +67,9 @@ class Settings:
     cluster_version_auto: bool
     max_request_bytes: int
     cert_reload_seconds: float
+    # After SIGTERM: report not-ready but keep serving this long, so the API server stops
+    # sending reviews here before the listener closes (endpoint changes take a moment).
+    drain_seconds: float = 5.0
 
     def with_cluster_version(self, version: tuple[int, int] | None) -> Settings:
         return replace(self, policy=replace(self.policy, cluster_version=version), cluster_version_auto=False)
@@ -212,6 +215,9 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
         0 < reload_s <= 3600
     ):
         problems.append("server.certReloadSeconds: must be between 0 and 3600")
+    drain = server["drainSeconds"]
+    if _expect(problems, "server.drainSeconds", drain, (int, float), "a number of seconds") and not 0 <= drain <= 300:
+        problems.append("server.drainSeconds: must be between 0 and 300")
 
     if problems:
         return None
@@ -235,6 +241,7 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
         cluster_version_auto=auto,
         max_request_bytes=max_bytes,
         cert_reload_seconds=float(reload_s),
+        drain_seconds=float(drain),
     )
 
 

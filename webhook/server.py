@@ -74,6 +74,10 @@ def _handler(
     return handle
 
 
+def set_ready(app: web.Application, ready: bool) -> None:
+    app[READY]["ready"] = ready
+
+
 async def healthz(_request: web.Request) -> web.Response:
     return web.Response(text="ok")
 
