@@ -141,6 +141,7 @@ def test_node_selector_respects_existing_choices() -> None:
     }
     assert mutate(pod(container(gpu=1), affinity=aff), ACC)[0] == []
     assert mutate(pod(container()), ACC)[0] == []  # no GPU, no GPU model
+    assert mutate(pod(container(gpu=1), nodeName="gpu-node-7"), ACC)[0] == []  # already bound
     assert mutate(pod(container(gpu=1)), Policy(isolate_non_gpu=False))[0] == []  # no default configured
 
 
