@@ -170,7 +170,9 @@ class Screen:
 
     @staticmethod
     def _may_matter(body: bytes, tokens: tuple[bytes, ...]) -> bool:
-        return ESCAPE in body or any(t in body for t in tokens)
+        # An empty token (a rule or mutation that applies to everything) matches any body;
+        # check it before scanning.
+        return b"" in tokens or ESCAPE in body or any(t in body for t in tokens)
 
     def may_validate(self, body: bytes) -> bool:
         return self._may_matter(body, self.validate_tokens)
