@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 from .config import parse_version
@@ -21,8 +22,10 @@ def detect_version(timeout: float = 5.0) -> tuple[int, int] | None:
             config.load_incluster_config()  # type: ignore[no-untyped-call]
         except config.ConfigException:
             config.load_kube_config()  # type: ignore[no-untyped-call]
-        info = client.VersionApi().get_code(_request_timeout=timeout)
-        git_version = str(info.git_version)
+        # Raw JSON, not the client's VersionInfo model: we need one field, and the model
+        # rejects answers that omit any of the others (seen with minimal /version stand-ins).
+        response = client.VersionApi().get_code(_request_timeout=timeout, _preload_content=False)
+        git_version = str(json.loads(response.data)["gitVersion"])
     except Exception as exc:  # no cluster, no kubeconfig, RBAC, network: all mean "unknown"
         log.warning("clusterVersion=auto: cannot read /version (%s); version-gated mutations are skipped", exc)
         return None
