@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 
 from .config import parse_version
 
@@ -24,7 +25,7 @@ def detect_version(timeout: float = 5.0) -> tuple[int, int] | None:
             config.load_kube_config()  # type: ignore[no-untyped-call]
         # Raw JSON, not the client's VersionInfo model: we need one field, and the model
         # rejects answers that omit any of the others (seen with minimal /version stand-ins).
-        response = client.VersionApi().get_code(_request_timeout=timeout, _preload_content=False)
+        response: Any = client.VersionApi().get_code(_request_timeout=timeout, _preload_content=False)
         git_version = str(json.loads(response.data)["gitVersion"])
     except Exception as exc:  # no cluster, no kubeconfig, RBAC, network: all mean "unknown"
         log.warning("clusterVersion=auto: cannot read /version (%s); version-gated mutations are skipped", exc)
