@@ -133,19 +133,25 @@ def group_of(api_version: object) -> str:
 
 # JSON and YAML decode to plain dicts and lists; `isinstance(x, dict)` is a fast C check where
 # `isinstance(x, Mapping)` goes through the ABC machinery on every field.
-def _mapping(value: Any, path: str, *, optional: bool = True) -> dict[str, Any] | None:
+# Paths are passed in two parts and joined only when there is an error to report: building
+# every field's path string up front cost more than the checks themselves.
+def _join(base: str, suffix: str) -> str:
+    return f"{base}.{suffix}" if base and suffix else base or suffix
+
+
+def _mapping(value: Any, base: str, suffix: str = "", *, optional: bool = True) -> dict[str, Any] | None:
     if value is None and optional:
         return None
     if not isinstance(value, dict):
-        raise ShapeError(path, f"must be an object, got {_type(value)}")
+        raise ShapeError(_join(base, suffix), f"must be an object, got {_type(value)}")
     return value
 
 
-def _list(value: Any, path: str) -> list[Any] | None:
+def _list(value: Any, base: str, suffix: str = "") -> list[Any] | None:
     if value is None:
         return None
     if not isinstance(value, list):
-        raise ShapeError(path, f"must be a list, got {_type(value)}")
+        raise ShapeError(_join(base, suffix), f"must be a list, got {_type(value)}")
     return value
 
 
@@ -198,11 +204,11 @@ def build_view(
 
     containers: list[Container] = []
     for kind, label in CONTAINER_KINDS:
-        items = _list(spec.get(kind), f"{spec_path}.{kind}")
+        items = _list(spec.get(kind), spec_path, kind)
         for index, raw in enumerate(items or ()):
             containers.append(_container(raw, kind, label, index, spec_path, f"{ptr}/spec", policy, watch))
 
-    node_selector = _mapping(spec.get("nodeSelector"), f"{spec_path}.nodeSelector")
+    node_selector = _mapping(spec.get("nodeSelector"), spec_path, "nodeSelector")
     return PodView(
         path=spec_path,
         meta_path=meta_path,
@@ -211,7 +217,7 @@ def build_view(
         spec=spec,
         containers=containers,
         node_selector=node_selector,
-        affinity_keys=_required_affinity_keys(spec.get("affinity"), f"{spec_path}.affinity"),
+        affinity_keys=_required_affinity_keys(spec.get("affinity"), spec_path),
         is_pod=not keys,
     )
 
@@ -226,10 +232,10 @@ def _container(
     policy: Policy,
     watch: frozenset[str],
 ) -> Container:
+    path = f"{spec_path}.{kind}[{index}]"  # for error messages
     if not isinstance(raw, dict):
-        raise ShapeError(f"{spec_path}.{kind}[{index}]", f"must be an object, got {_type(raw)}")
+        raise ShapeError(path, f"must be an object, got {_type(raw)}")
     c = raw
-    path = f"{spec_path}.{kind}[{index}]"  # for error messages only
     name = c.get("name", "")
     if not isinstance(name, str):
         raise ShapeError(f"{path}.name", f"must be a string, got {_type(name)}")
@@ -251,22 +257,21 @@ def _container(
                     raise ShapeError(f"{path}.env[{i}].value", f"must be a string, got {_type(value)}")
                 watched.setdefault(env_name, []).append(i)
 
-    limits = requests = security = None
+    limits = requests = None
     resources = c.get("resources")
     if resources is not None:
         if not isinstance(resources, dict):
             raise ShapeError(f"{path}.resources", f"must be an object, got {_type(resources)}")
-        limits = _mapping(resources.get("limits"), f"{path}.resources.limits")
-        requests = _mapping(resources.get("requests"), f"{path}.resources.requests")
+        limits = _mapping(resources.get("limits"), path, "resources.limits")
+        requests = _mapping(resources.get("requests"), path, "resources.requests")
 
     security = c.get("securityContext")
     if security is not None:
         if not isinstance(security, dict):
             raise ShapeError(f"{path}.securityContext", f"must be an object, got {_type(security)}")
-        caps = _mapping(security.get("capabilities"), f"{path}.securityContext.capabilities")
+        caps = _mapping(security.get("capabilities"), path, "securityContext.capabilities")
         if caps is not None:
-            add = _list(caps.get("add"), f"{path}.securityContext.capabilities.add") or ()
-            for i, cap in enumerate(add):
+            for i, cap in enumerate(_list(caps.get("add"), path, "securityContext.capabilities.add") or ()):
                 if not isinstance(cap, str):
                     raise ShapeError(f"{path}.securityContext.capabilities.add[{i}]", "must be a string")
         privileged = security.get("privileged")
@@ -302,7 +307,10 @@ def _gpu_count(limits: dict[str, Any] | None, requests: dict[str, Any] | None, r
     return None
 
 
-def _required_affinity_keys(affinity: Any, path: str) -> frozenset[str]:
+def _required_affinity_keys(affinity: Any, spec_path: str) -> frozenset[str]:
+    if affinity is None:
+        return frozenset()  # the common case: no string is built
+    path = f"{spec_path}.affinity"
     aff = _mapping(affinity, path)
     if not aff:
         return frozenset()
