@@ -6,7 +6,6 @@ the API server fills in (3-20 KB each); GPU and non-GPU, allowed and denied, mut
 
 from __future__ import annotations
 
-import copy
 import json
 import uuid
 from typing import Any
@@ -213,7 +212,3 @@ def bodies() -> dict[str, bytes]:
 def wide_pod(n: int = 20) -> dict[str, Any]:
     """The worst case for the policy core: many containers, each with env and a GPU share."""
     return pod([_container(f"c{i}", env=10, gpu="1" if i % 2 else None) for i in range(n)], name="wide")
-
-
-def typical_pod() -> dict[str, Any]:
-    return copy.deepcopy(pods()["gpu-mutated"])

@@ -34,7 +34,6 @@ __all__ = [
     "judge",
     "mutate",
     "mutate_new_ephemeral",
-    "policed",
     "view",
     "views",
     "violations",
@@ -44,10 +43,6 @@ _OBJECT_RULES_BY_KIND: dict[tuple[str, str], list[Any]] = {}
 for _rule in OBJECT_RULES:
     for _kind in _rule.kinds:
         _OBJECT_RULES_BY_KIND.setdefault(_kind, []).append(_rule)
-
-
-def policed(group: str, kind: str, policy: Policy) -> bool:
-    return (group, kind) in _OBJECT_RULES_BY_KIND or find_templates(group, kind, policy) is not None
 
 
 def views(obj: Any, group: str, kind: str, policy: Policy, raw: bytes | None = None) -> list[PodView] | None:

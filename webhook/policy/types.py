@@ -6,7 +6,7 @@ offline `check` command give the same verdicts from the same code.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -192,9 +192,6 @@ class Verdict:
             text = v.describe(with_fix=False)
             out[v.rule] = f"{out[v.rule]}, {text}" if v.rule in out else WARN_PREFIX + text
         return out
-
-    def all(self) -> Sequence[Violation]:
-        return [*self.deny, *self.warn, *self.audit]
 
 
 def short_warning(prefix: str, v: Violation) -> str:
