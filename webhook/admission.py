@@ -1,7 +1,7 @@
 """From a parsed AdmissionReview request to a response: which requests are judged, and how.
 
 Transport-free (the server passes decoded JSON in and serialises what comes out), so the
-decision table below is tested without sockets and reused by the benchmark.
+decision table below serves the HTTPS server and the offline `check`/`mutate` commands alike.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from typing import Any
 from .mutations import isolate_non_gpu
 from .objects import ESCAPE, PodView, ShapeError, build_views, find_templates, group_of, watched_in
 from .patch import Op
-from .registry import ALL_RULES, DEFAULT_MODES, MUTATIONS, OBJECT_RULES, RULE_IDS, RULES
+from .registry import ALL_RULES, DEFAULT_MODES, MUTATIONS, OBJECT_RULES_BY_KIND, RULE_IDS, RULES
 from .types import Mode, Policy, Verdict, Violation
 
 __all__ = [
@@ -38,12 +38,6 @@ __all__ = [
     "views",
     "violations",
 ]
-
-_OBJECT_RULES_BY_KIND: dict[tuple[str, str], list[Any]] = {}
-for _rule in OBJECT_RULES:
-    for _kind in _rule.kinds:
-        _OBJECT_RULES_BY_KIND.setdefault(_kind, []).append(_rule)
-
 
 def views(obj: Any, group: str, kind: str, policy: Policy, raw: bytes | None = None) -> list[PodView] | None:
     """Every pod template in `obj` (the Pod itself for a Pod), or None for kinds without templates.
@@ -73,7 +67,7 @@ def violations(pod: PodView, policy: Policy) -> list[Violation]:
 
 def check(obj: Any, group: str, kind: str, policy: Policy, raw: bytes | None = None) -> list[Violation] | None:
     """Every violation in `obj`, or None when its kind is not policed at all."""
-    object_rules = _OBJECT_RULES_BY_KIND.get((group, kind))
+    object_rules = OBJECT_RULES_BY_KIND.get((group, kind))
     if object_rules is not None:
         if not isinstance(obj, dict):
             raise ShapeError("object", "must be an object")

@@ -37,6 +37,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     isolate_non_gpu.MUTATION,
 )
 
+OBJECT_RULES_BY_KIND: dict[tuple[str, str], tuple[ObjectRule, ...]] = {
+    kind: tuple(r for r in OBJECT_RULES if kind in r.kinds) for rule in OBJECT_RULES for kind in rule.kinds
+}
+
 ALL_RULES: tuple[Rule | ObjectRule, ...] = (*RULES, *OBJECT_RULES)
 RULE_IDS: tuple[str, ...] = tuple(r.id for r in ALL_RULES)
 DEFAULT_MODES: dict[str, Mode] = {r.id: r.default_mode for r in ALL_RULES}
