@@ -39,6 +39,7 @@ __all__ = [
     "violations",
 ]
 
+
 def views(obj: Any, group: str, kind: str, policy: Policy, raw: bytes | None = None) -> list[PodView] | None:
     """Every pod template in `obj` (the Pod itself for a Pod), or None for kinds without templates.
 

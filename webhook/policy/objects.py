@@ -242,9 +242,9 @@ def _container(
 
     env = c.get("env")
     watched: dict[str, list[int]] = {}
-    if env is not None and watch:
-        if not isinstance(env, list):
-            raise ShapeError(f"{path}.env", f"must be a list, got {_type(env)}")
+    if env is not None and not isinstance(env, list):  # mutations append to it: always checked
+        raise ShapeError(f"{path}.env", f"must be a list, got {_type(env)}")
+    if env and watch:
         for i, entry in enumerate(env):
             if not isinstance(entry, dict):
                 raise ShapeError(f"{path}.env[{i}]", f"must be an object, got {_type(entry)}")
