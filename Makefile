@@ -57,6 +57,7 @@ bench-tools:
 	  echo "wrk/h2load could not be installed: falling back to an aiohttp load generator"
 
 bench: venv bench-tools
+	$(PY) -m pip install --quiet -e '.[fast,dev,bench]' || echo "matplotlib unavailable: no plot"
 	$(PY) -m bench $(BENCH_ARGS)
 
 clean:

@@ -31,7 +31,8 @@ import yaml
 
 from webhook import certs
 
-from . import core
+from . import cel_compare, core
+from .plot import plot
 from .reviews import bodies
 
 HERE = Path(__file__).resolve().parent
@@ -294,9 +295,12 @@ def report(results: dict[str, Any]) -> str:
         lines += ["", "Workers (unpinned; load generator shares the 2 cores), /validate at 64 connections:"]
         for k, r in w.items():
             lines.append(f"  {k:28} {r['rps']:>7} req/s  p99 {r['p99_ms']:.2f} ms")
-    lines += ["", "Policy core alone (view + all rules + all mutations), median us per pod (served / cold):"]
+    lines += ["", "Policy core alone (view + all rules + all mutations), median us per pod (served / cold)"]
+    cel = results.get("cel")
+    lines[-1] += "; the four core rules as one CEL program (cel-cpp) for comparison:" if cel else ":"
     for k, r in results["core"].items():
-        lines.append(f"  {k:22} {r['median_us']:8.2f} / {r['cold_median_us']:8.2f}")
+        cel_text = f"   CEL {cel[k]['median_us']:8.2f}" if cel and k in cel else ""
+        lines.append(f"  {k:22} {r['median_us']:8.2f} / {r['cold_median_us']:8.2f}{cel_text}")
     return "\n".join(lines)
 
 
@@ -382,6 +386,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"https://127.0.0.1:{port}/validate", files, 64, seconds, None
                     )
         results["core"] = core.run(quick=args.quick)
+        results["cel"] = cel_compare.run(quick=args.quick)
 
     text = report(results)
     print(text)
@@ -389,7 +394,8 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2, default=str))
     out.with_suffix(".txt").write_text(text + "\n")
-    print(f"\nwrote {out} and {out.with_suffix('.txt')}")
+    png = plot(results, out.with_suffix(".png"))
+    print(f"\nwrote {out}, {out.with_suffix('.txt')}" + (f" and {png}" if png else " (no plot: matplotlib missing)"))
     return 0
 
 
