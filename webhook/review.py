@@ -110,6 +110,26 @@ def parse(body: Any) -> Request:
     )
 
 
+# The API server may drop warnings past about 4 KiB in all (and cut single ones past 256
+# characters, which the policy already respects): keep whole warnings within the budget and
+# say how many were left out, rather than let them be cut blindly.
+WARNINGS_BUDGET = 4000
+
+
+def cap_warnings(warnings: Sequence[str]) -> list[str]:
+    kept: list[str] = []
+    used = 0
+    for i, w in enumerate(warnings):
+        rest = len(warnings) - i
+        tail = 80 if rest > 1 else 0  # room for the summary line
+        if used + len(w) + tail > WARNINGS_BUDGET:
+            kept.append(f"gpu-policy: {rest} more warning(s) not shown; run `gpu-policy check` on the manifest")
+            break
+        kept.append(w)
+        used += len(w)
+    return kept
+
+
 def _review(api_version: str, response: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": api_version, "kind": "AdmissionReview", "response": response}
 
@@ -128,7 +148,7 @@ def allowed(
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(dumps(list(patch))).decode("ascii")
     if warnings:
-        response["warnings"] = list(warnings)
+        response["warnings"] = cap_warnings(warnings)
     if audit:
         response["auditAnnotations"] = dict(audit)
     return _review(req.api_version, response)
@@ -149,7 +169,7 @@ def denied(
         "status": {"code": code, "reason": reason, "message": message},
     }
     if warnings:
-        response["warnings"] = list(warnings)
+        response["warnings"] = cap_warnings(warnings)
     if audit:
         response["auditAnnotations"] = dict(audit)
     return _review(req.api_version, response)
