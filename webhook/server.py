@@ -37,7 +37,7 @@ def _error(status: int, message: str) -> web.Response:
 
 
 def _handler(
-    name: str, decide: Decide, may_matter: Callable[[bytes], bool]
+    name: str, decide: Decide, may_matter: Callable[[bytes], bool], policy: Policy
 ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     async def handle(request: web.Request) -> web.StreamResponse:
         if request.content_type != "application/json":
@@ -61,7 +61,7 @@ def _handler(
         try:
             # A substring screen of the raw body: most non-GPU pods cannot concern any enabled
             # rule, and are answered without being walked (see policy.Screen).
-            outcome = decide(req, app[SETTINGS].policy, body) if may_matter(body) else admission.unconcerned(req)
+            outcome = decide(req, policy, body) if may_matter(body) else admission.unconcerned(req)
             payload = review.dumps(outcome.response)
         except Exception as exc:  # a bug must cost one request, never the server or an accidental allow
             log.exception("internal error on %s uid=%s", name, req.uid)
@@ -103,8 +103,9 @@ def create_app(settings: Settings, reloader: CertReloader | None = None) -> web.
         app[RELOADER] = reloader
         reloader.on_reload = app[METRICS].count_reload
     screen = Screen.for_policy(settings.policy)
-    app.router.add_post("/validate", _handler("validate", admission.validate, screen.may_validate))
-    app.router.add_post("/mutate", _handler("mutate", admission.mutate, screen.may_mutate))
+    # The policy and its screen are resolved once here, never per request.
+    app.router.add_post("/validate", _handler("validate", admission.validate, screen.may_validate, settings.policy))
+    app.router.add_post("/mutate", _handler("mutate", admission.mutate, screen.may_mutate, settings.policy))
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
+from .patch import escape
+
 Key = str | int
 
 
@@ -114,4 +116,4 @@ def field_path(keys: tuple[Key, ...]) -> str:
 
 def pointer(keys: tuple[Key, ...]) -> str:
     """("spec", "nodeSelector", "a/b") -> "/spec/nodeSelector/a~1b" (RFC 6901)."""
-    return "".join("/" + (str(k) if isinstance(k, int) else k.replace("~", "~0").replace("/", "~1")) for k in keys)
+    return "".join("/" + (str(k) if isinstance(k, int) else escape(k)) for k in keys)
