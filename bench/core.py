@@ -13,22 +13,20 @@ import statistics
 import time
 from typing import Any
 
-from webhook import policy
-from webhook.config import from_mapping
-from webhook.policy import Policy
+from webhook.config import default_policy
+from webhook.policy import Policy, engine
+from webhook.policy.objects import WATCHED
+from webhook.screen import watched_in
 
 from .reviews import pods, wide_pod
 
-POLICY = from_mapping(
-    {"clusterVersion": "1.27", "acceleratorNodeSelector": {"default": "nvidia-t4"}}, environ={}
-).policy
+POLICY = default_policy(cluster_version=(1, 27), accelerator_default="nvidia-t4")
 
 
 def evaluate_and_mutate(obj: dict[str, Any], p: Policy = POLICY, raw: bytes | None = None) -> None:
-    view = policy.view(obj, "", "Pod", p, raw)
-    assert view is not None
-    policy.judge(policy.violations(view, p), p)
-    policy.mutate(view, p)
+    view = engine.pod_view(obj, p, WATCHED if raw is None else watched_in(raw))
+    engine.judge(engine.pod_violations(view, p), p)
+    engine.mutate(view, p)
 
 
 def _rounds(obj: dict[str, Any], raw: bytes | None, rounds: int, per_round: int) -> list[float]:

@@ -1,91 +1,107 @@
-"""From a parsed AdmissionReview request to a response: which requests are judged, and how.
+"""From a parsed AdmissionReview request to a structured Outcome: which requests are judged, and how.
 
-Transport-free (the server passes decoded JSON in and serialises what comes out), so the
-decision table below serves the HTTPS server and the offline `check`/`mutate` commands alike.
+Transport-free (the server passes decoded JSON in; webhook.review turns the Outcome into the
+wire answer), so the decision table below serves the HTTPS server and the offline
+`check`/`mutate` commands alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
-from . import policy, review
-from .policy import Policy, ShapeError, Verdict
+from .policy import Mode, Policy, ShapeError, Verdict, Violation, engine
+from .policy.objects import WATCHED
 from .review import Request
 
 EPHEMERAL = "ephemeralcontainers"
 
 
+class Decision(StrEnum):
+    """What happened to a review (also the `decision` label of the metrics)."""
+
+    ALLOWED = "allowed"  # judged or mutated, nothing to change (warnings possible)
+    DENIED = "denied"  # a deny-mode violation
+    PATCHED = "patched"  # allowed with a JSONPatch
+    SKIPPED = "skipped"  # out of scope: operation, namespace, subresource or kind
+    SCREENED = "screened"  # the raw body holds no trigger of any enabled rule (webhook.screen)
+    MALFORMED = "malformed"  # the object's fields do not have the API's shape (HTTP 200, code 400)
+
+
 @dataclass(slots=True)
 class Outcome:
-    """The response plus what metrics want to know about it."""
+    """Everything a review decided, before any wire format: the one result type."""
 
-    response: dict[str, Any]
-    decision: str  # "allowed" | "denied" | "patched" | "skipped" | "screened" | "malformed"
-    verdict: Verdict | None = None
+    decision: Decision
+    verdict: Verdict = field(default_factory=Verdict)
+    ops: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    # Why the object was refused: the policy's message (403) or the shape problem (400).
+    message: str = ""
+
+    @property
+    def allowed(self) -> bool:
+        return self.decision not in (Decision.DENIED, Decision.MALFORMED)
+
+    @property
+    def code(self) -> int:
+        return 400 if self.decision is Decision.MALFORMED else 403
+
+    def violations(self, mode: Mode) -> list[Violation]:
+        return self.verdict.of(mode)
+
+    def audit_annotations(self) -> dict[str, str]:
+        return self.verdict.audit_annotations()
 
     def counted(self) -> list[tuple[str, str]]:
         """(rule, mode) per violation, for metrics."""
-        v = self.verdict
-        if v is None:
-            return []
-        return (
-            [(x.rule, "deny") for x in v.deny]
-            + [(x.rule, "warn") for x in v.warn]
-            + [(x.rule, "audit") for x in v.audit]
-        )
+        return [(v.rule, mode.value) for mode, found in self.verdict.by_mode.items() for v in found]
 
 
-def unconcerned(req: Request) -> Outcome:
-    """The body mentions nothing any enabled rule or mutation acts on (policy.Screen said so)."""
-    return Outcome(review.allowed(req), "screened")
-
-
-def _skipped(req: Request) -> Outcome:
-    return Outcome(review.allowed(req), "skipped")
+SCREENED = Outcome(Decision.SCREENED)
+SKIPPED = Outcome(Decision.SKIPPED)
 
 
 def _malformed(req: Request, exc: ShapeError) -> Outcome:
-    message = f"gpu-policy cannot judge this {req.kind}: {exc.path} {exc.problem}"
-    return Outcome(review.denied(req, message, code=400), "malformed")
+    return Outcome(Decision.MALFORMED, message=f"gpu-policy cannot judge this {req.kind}: {exc.path} {exc.problem}")
 
 
-def _out_of_scope(req: Request, p: Policy) -> bool:
+def _out_of_scope(req: Request, policy: Policy) -> bool:
     if req.operation not in ("CREATE", "UPDATE"):
         return True  # DELETE and CONNECT carry nothing we police
-    if req.namespace in p.exempt_namespaces:
+    if req.namespace in policy.exempt_namespaces:
         return True
     # Of the subresources only pods/ephemeralcontainers changes what we police
     # (`kubectl debug` adds containers through it); status, scale, binding... do not.
     return bool(req.sub_resource) and not (req.kind == "Pod" and req.sub_resource == EPHEMERAL)
 
 
-def validate(req: Request, p: Policy, raw: bytes | None = None) -> Outcome:
-    if _out_of_scope(req, p):
-        return _skipped(req)
+def validate(req: Request, policy: Policy, watch: frozenset[str] = WATCHED) -> Outcome:
+    if _out_of_scope(req, policy):
+        return SKIPPED
     obj = req.object
     try:
-        found = policy.check(obj, req.group, req.kind, p, raw)
+        found = engine.find_violations(obj, req.group, req.kind, policy, watch)
     except ShapeError as exc:
         return _malformed(req, exc)
     if found is None:
-        return _skipped(req)  # a kind we do not police
+        return SKIPPED  # a kind we do not police
     before = None
     if req.operation == "UPDATE" and not req.sub_resource and found:
         metadata = obj.get("metadata")
         if isinstance(metadata, Mapping) and metadata.get("deletionTimestamp"):
-            return _skipped(req)  # finalizers must be removable from anything being deleted
+            return SKIPPED  # finalizers must be removable from anything being deleted
         try:
-            before = policy.check(req.old_object, req.group, req.kind, p, raw)
+            before = engine.find_violations(req.old_object, req.group, req.kind, policy, watch)
         except ShapeError:
             before = None  # an unreadable old object grandfathers nothing
-    verdict = policy.judge(found, p, before)
+    verdict = engine.judge(found, policy, before)
     warnings = verdict.warnings()
-    audit = verdict.audit_annotations()
-    if verdict.deny:
-        return Outcome(review.denied(req, verdict.message(), warnings=warnings, audit=audit), "denied", verdict)
-    return Outcome(review.allowed(req, warnings=warnings, audit=audit), "allowed", verdict)
+    if not verdict.allowed:
+        return Outcome(Decision.DENIED, verdict, warnings=warnings, message=verdict.message())
+    return Outcome(Decision.ALLOWED, verdict, warnings=warnings)
 
 
 def _ephemeral_names(old: Any) -> set[str]:
@@ -94,23 +110,21 @@ def _ephemeral_names(old: Any) -> set[str]:
     return {c["name"] for c in items or () if isinstance(c, Mapping) and isinstance(c.get("name"), str)}
 
 
-def mutate(req: Request, p: Policy, raw: bytes | None = None) -> Outcome:
-    if req.kind != "Pod" or req.group or req.namespace in p.exempt_namespaces:
-        return _skipped(req)
+def mutate(req: Request, policy: Policy, watch: frozenset[str] = WATCHED) -> Outcome:
+    if req.kind != "Pod" or req.group or req.namespace in policy.exempt_namespaces:
+        return SKIPPED
     # Pod spec fields we touch are immutable after creation: only CREATE is mutated, plus the
     # ephemeral containers that `kubectl debug` adds through their subresource.
     ephemeral = req.operation == "UPDATE" and req.sub_resource == EPHEMERAL
     if not ephemeral and (req.operation != "CREATE" or req.sub_resource):
-        return _skipped(req)
+        return SKIPPED
     try:
-        pod = policy.view(req.object, "", "Pod", p, raw)
+        pod = engine.pod_view(req.object, policy, watch)
     except ShapeError as exc:
         return _malformed(req, exc)
-    assert pod is not None
     if ephemeral:
-        result = policy.mutate_new_ephemeral(pod, p, _ephemeral_names(req.old_object))
+        changes = engine.mutate_new_ephemeral(pod, policy, _ephemeral_names(req.old_object))
     else:
-        result = policy.mutate(pod, p)
-    if not result.ops:
-        return Outcome(review.allowed(req, warnings=result.warnings), "allowed")
-    return Outcome(review.allowed(req, warnings=result.warnings, patch=result.ops), "patched")
+        changes = engine.mutate(pod, policy)
+    decision = Decision.PATCHED if changes.ops else Decision.ALLOWED
+    return Outcome(decision, ops=changes.ops, warnings=changes.warnings)

@@ -12,6 +12,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,9 @@ import yaml
 from .policy import DEFAULT_MODES, Mode, Policy
 from .policy.templates import Templates, parse_path
 
-# Every key, with its default. The README's configuration reference documents each one.
+# Every key, with its default: the one place defaults are written. `make generate` derives the
+# README's configuration reference and the chart's values.yaml `policy` block from it (with
+# COMMENTS), and the rule modes come from the registry.
 DEFAULTS: dict[str, Any] = {
     "rules": {rule: mode.value for rule, mode in DEFAULT_MODES.items()},
     "sharedGpu": True,
@@ -34,6 +37,28 @@ DEFAULTS: dict[str, Any] = {
     "isolateNonGpu": True,
     "customResources": [],
     "server": {"maxRequestBytes": 8 * 1024 * 1024, "certReloadSeconds": 10.0, "drainSeconds": 5.0},
+}
+
+# One line per key for the generated YAML (README and values.yaml); keys of nested mappings
+# are dotted. A key without a comment fails `make generate`.
+COMMENTS: dict[str, str] = {
+    "rules": "mode per rule: deny | warn | audit | off",
+    "sharedGpu": "allow shares of one GPU (0 < x < 1); false: whole GPUs only",
+    "gpuResourceName": "the device plugin's GPU resource",
+    "exemptNamespaces": "allowed untouched, never mutated",
+    "webhookNamespace": "the webhook's own namespace, always exempt; default: $POD_NAMESPACE",
+    "clusterVersion": 'auto (read /version at start-up) | unknown | "1.27" | "v1.19.10-r0-CCE21.11.1.B006"',
+    "ldLibraryPath.enabled": "below v1.28: GPU containers find the driver on LD_LIBRARY_PATH",
+    "ldLibraryPath.path": "where the driver is mounted",
+    "ldLibraryPath.whenUnset": "inject | warn",
+    "acceleratorNodeSelector.labelKey": "the node label that names the GPU model",
+    "acceleratorNodeSelector.default": "e.g. nvidia-t4; null: no default GPU model",
+    "optOutAnnotation": 'pods annotated <key>: "false" skip the conveniences, never isolation',
+    "isolateNonGpu": "NVIDIA_VISIBLE_DEVICES=void for containers that request no GPU",
+    "customResources": "[{group: train.example.com, kind: Trainer, templates: [spec.stages[*].template]}]",
+    "server.maxRequestBytes": "admission bodies reach several MiB; larger bodies get HTTP 413",
+    "server.certReloadSeconds": "how often tls.crt/tls.key are checked for a new pair",
+    "server.drainSeconds": "after SIGTERM: not-ready but still serving this long (Ctrl-C: no wait)",
 }
 
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.\d+)?")
@@ -73,6 +98,16 @@ class Settings:
 
     def with_cluster_version(self, version: tuple[int, int] | None) -> Settings:
         return replace(self, policy=replace(self.policy, cluster_version=version), cluster_version_auto=False)
+
+
+@cache
+def _shipped() -> Settings:
+    return from_mapping({}, environ={})
+
+
+def default_policy(**changes: Any) -> Policy:
+    """The policy that ships (every default), with `changes` (Policy field names) applied."""
+    return replace(_shipped().policy, **changes)
 
 
 def load(path: str | os.PathLike[str] | None, environ: Mapping[str, str] | None = None) -> Settings:
@@ -222,7 +257,7 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
     if problems:
         return None
     policy = Policy(
-        modes=modes,
+        modes={**DEFAULT_MODES, **modes},
         shared_gpu=c["sharedGpu"],
         resource_name=c["gpuResourceName"],
         exempt_namespaces=frozenset(exempt),

@@ -1,5 +1,7 @@
 """Reading manifests for `gpu-policy check` and `mutate`: files, folders, stdin; YAML or JSON.
 
+Each object becomes the AdmissionReview request the API server would send for it.
+
 Every object is tagged with where it came from (file and 1-based document number, plus
 the item index inside a `kind: List`), because an error that does not say where is
 an error nobody can fix.
@@ -8,12 +10,16 @@ an error nobody can fix.
 from __future__ import annotations
 
 import sys
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from .policy import group_of
+from .review import V1, Request
 
 SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -101,3 +107,23 @@ def _documents(source: str, text: str) -> Iterator[Document | InputError]:
                     yield InputError(f"{source} (document {index}, items[{i}])", "expected an object")
             continue
         yield Document(source, index, None, obj)
+
+
+def review_request(doc: Document, namespace: str | None) -> Request:
+    """The AdmissionReview request the API server would send when `doc` is created."""
+    obj = doc.obj
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    ns = namespace or (meta.get("namespace") if isinstance(meta.get("namespace"), str) else "") or "default"
+    kind = obj.get("kind")
+    return Request(
+        api_version=V1,
+        uid=str(uuid.uuid4()),
+        group=group_of(obj.get("apiVersion")),
+        kind=kind if isinstance(kind, str) else "",
+        operation="CREATE",
+        sub_resource="",
+        namespace=ns,
+        name=str(meta.get("name") or meta.get("generateName") or ""),
+        object=obj,
+        old_object=None,
+    )

@@ -11,7 +11,10 @@ import base64
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # admission builds on this module; only its result type is named here
+    from .admission import Outcome
 
 V1 = "admission.k8s.io/v1"
 V1BETA1 = "admission.k8s.io/v1beta1"
@@ -56,7 +59,6 @@ class Request:
     name: str
     object: Any
     old_object: Any
-    dry_run: bool
 
 
 def _field(request: Mapping[str, Any], key: str, kind: type, *, required: bool = False) -> Any:
@@ -106,7 +108,6 @@ def parse(body: Any) -> Request:
         name=_field(request, "name", str),
         object=obj,
         old_object=request.get("oldObject"),
-        dry_run=_field(request, "dryRun", bool),
     )
 
 
@@ -128,6 +129,14 @@ def cap_warnings(warnings: Sequence[str]) -> list[str]:
         kept.append(w)
         used += len(w)
     return kept
+
+
+def respond(req: Request, outcome: Outcome) -> dict[str, Any]:
+    """The AdmissionReview answer for `outcome`: the only place a response is built."""
+    audit = outcome.audit_annotations()
+    if outcome.allowed:
+        return allowed(req, warnings=outcome.warnings, audit=audit, patch=outcome.ops)
+    return denied(req, outcome.message, code=outcome.code, warnings=outcome.warnings, audit=audit)
 
 
 def _review(api_version: str, response: dict[str, Any]) -> dict[str, Any]:

@@ -18,8 +18,9 @@ from aiohttp import web
 from . import admission, review
 from .config import Settings
 from .metrics import Metrics
-from .policy import Policy, Screen
+from .policy import Policy
 from .review import ReviewError
+from .screen import Screen, watched_in
 from .tls import CertReloader
 
 log = logging.getLogger("gpu-policy.server")
@@ -29,7 +30,7 @@ METRICS = web.AppKey("metrics", Metrics)
 RELOADER = web.AppKey("reloader", CertReloader)
 READY = web.AppKey("ready", dict)
 
-Decide = Callable[[review.Request, Policy, bytes], admission.Outcome]
+Decide = Callable[[review.Request, Policy, frozenset[str]], admission.Outcome]
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -60,9 +61,9 @@ def _handler(
         app = request.app
         try:
             # A substring screen of the raw body: most non-GPU pods cannot concern any enabled
-            # rule, and are answered without being walked (see policy.Screen).
-            outcome = decide(req, policy, body) if may_matter(body) else admission.unconcerned(req)
-            payload = review.dumps(outcome.response)
+            # rule, and are answered without being walked (see webhook.screen).
+            outcome = decide(req, policy, watched_in(body)) if may_matter(body) else admission.SCREENED
+            payload = review.dumps(review.respond(req, outcome))
         except Exception as exc:  # a bug must cost one request, never the server or an accidental allow
             log.exception("internal error on %s uid=%s", name, req.uid)
             payload = review.dumps(review.errored(req.api_version, req.uid, f"gpu-policy internal error: {exc}"))

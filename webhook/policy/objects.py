@@ -1,26 +1,31 @@
-"""Finding the pod spec inside an object and reading it into a checked, flat view.
+"""Finding the pod spec inside an object and reading it into a checked, typed view.
 
-Rules never walk raw dicts themselves: `build_view` walks each object once, checks the
-type of every field a rule reads, and raises `ShapeError` naming the field path when
-something is not what the Kubernetes API allows. That keeps the rules short and makes
-"malformed" a clear error instead of a silent allow.
+Rules never walk raw dicts: `build_view` walks each object once, checks the type of every
+field a rule or mutation reads, and raises `ShapeError` naming the field path when something
+is not what the Kubernetes API allows. The view holds only typed fields, so a rule cannot
+skip a shape check by accident, and "malformed" is always a clear error, never a silent allow.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, Final
 
 from .quantity import QuantityError, parse_quantity
 from .templates import BUILTIN, Key, Templates, expand, field_path, pointer
-from .types import Policy, Violation
+from .types import ContainerKind, Policy, Violation
 
-CONTAINER_KINDS: tuple[tuple[str, str], ...] = (
-    ("initContainers", "init container"),
-    ("containers", "container"),
-    ("ephemeralContainers", "ephemeral container"),
-)
+# Env names the rules and mutations read; `build_view` records where each one occurs so
+# nobody rescans env lists (they are the bulk of a pod spec).
+WATCHED_ENV: Final = frozenset({"NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "NVIDIA_DRIVER_CAPABILITIES"})
+# The only mount paths any rule reads are those naming this folder.
+DEVICE_LIST_NAME: Final = "nvidia-container-devices"
+# Texts whose absence from an object lets `build_view` skip walking part of it: env lists
+# (by name) and volumeMounts. The transport narrows the set per request to the texts its raw
+# body contains (webhook.screen.watched_in); without a body everything is walked and checked.
+# A part that is skipped cannot hold anything a rule reads, so its shape is not ours to judge.
+WATCHED: Final = WATCHED_ENV | {DEVICE_LIST_NAME}
 
 
 class ShapeError(ValueError):
@@ -32,55 +37,68 @@ class ShapeError(ValueError):
         self.problem = problem
 
 
-# Env names the rules and mutations read; `build_view` records where each one occurs so
-# nobody rescans env lists (they are the bulk of a pod spec).
-WATCHED_ENV = frozenset({"NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH"})
-_WATCHED_BYTES = tuple((name, name.encode()) for name in sorted(WATCHED_ENV))
-# Any backslash in JSON text starts an escape, which could spell a name differently ("\\u0041");
-# Go's encoder (the API server's) writes them only for control characters, <, > and &.
-# One memchr-speed check for it beats scanning for each escape form.
-ESCAPE = b"\\"
+@dataclass(frozen=True, slots=True)
+class EnvVar:
+    """One env entry with a watched name: where it is and what it sets."""
+
+    index: int
+    value: str  # "" when unset or set through valueFrom
+    value_from: bool
 
 
-def watched_in(raw: bytes | None) -> frozenset[str]:
-    """The WATCHED_ENV names that can occur in an object whose JSON is `raw`.
+# One envFrom item: ("ConfigMap" | "Secret" | "", name).
+EnvSource = tuple[str, str]
 
-    With the raw request body at hand (the server), env lists without any watched name are
-    not walked at all: they are most of a pod spec's bytes. Without it (the CLI), or when
-    an escape could spell a name differently, every env list is walked and type-checked.
-    """
-    if raw is None or ESCAPE in raw:
-        return WATCHED_ENV
-    return frozenset(name for name, token in _WATCHED_BYTES if token in raw)
+
+@dataclass(frozen=True, slots=True)
+class HostPath:
+    index: int  # in spec.volumes
+    path: str
 
 
 @dataclass(slots=True)
 class Container:
     """One container of any kind, with the fields the rules read already type-checked."""
 
-    kind: str  # "containers" | "initContainers" | "ephemeralContainers"
-    label: str  # "container" | "init container" | "ephemeral container"
+    kind: ContainerKind
     index: int
     name: str
     spec_path: str  # field path of the pod spec, e.g. "spec.template.spec"
     spec_pointer: str  # JSON pointer of the pod spec, e.g. "/spec"
-    raw: dict[str, Any]
-    env: list[dict[str, Any]] | None
-    watched: dict[str, list[int]]  # WATCHED_ENV name -> indices in env, in order
+    has_env: bool  # whether `env` exists (a patch appends to it or creates it)
+    watched: dict[str, list[EnvVar]]  # WATCHED_ENV name -> its entries, in order
+    env_from: tuple[EnvSource, ...]
+    mount_paths: tuple[str, ...]  # volumeMounts[*].mountPath, in order; () when none can name the folder
     limits: dict[str, Any] | None
     requests: dict[str, Any] | None
-    security: dict[str, Any] | None
+    claims: tuple[str, ...]  # resources.claims[*].name (DRA)
+    privileged: bool
+    added_capabilities: tuple[str, ...]
     gpu: Decimal | None  # parsed GPU count (limits, else requests); None when unset or unparsable
+
+    @property
+    def label(self) -> str:
+        return self.kind.label
 
     @property
     def path(self) -> str:
         """Field path, as messages show it: "spec.template.spec.containers[0]"."""
-        return f"{self.spec_path}.{self.kind}[{self.index}]"
+        return f"{self.spec_path}.{self.kind.field}[{self.index}]"
 
     @property
     def pointer(self) -> str:
         """JSON pointer, as patches need it: "/spec/containers/0"."""
-        return f"{self.spec_pointer}/{self.kind}/{self.index}"
+        return f"{self.spec_pointer}/{self.kind.field}/{self.index}"
+
+    def env(self, name: str) -> list[EnvVar]:
+        """The entries named `name` (one of WATCHED_ENV; case-sensitive, as the kubelet compares)."""
+        return self.watched.get(name, [])
+
+    def names_resource(self, resource: str) -> bool:
+        """Whether limits or requests name `resource` at all (whatever the value)."""
+        return (self.limits is not None and resource in self.limits) or (
+            self.requests is not None and resource in self.requests
+        )
 
     def violation(self, rule: str, field: str, detail: str, fix: str, value: str | None = None) -> Violation:
         """A violation of `rule` at this container's `field` (e.g. "securityContext.privileged")."""
@@ -90,7 +108,7 @@ class Container:
             detail=detail,
             fix=fix,
             container=self.name,
-            container_kind=self.label,
+            container_kind=self.kind.label,
             value=value,
         )
 
@@ -99,14 +117,17 @@ class Container:
 class PodView:
     """A pod spec (of a Pod or of a template) and where it sits in its object."""
 
-    path: str  # field path prefix of the pod spec, e.g. "spec.template.spec"
+    path: str  # field path of the pod spec, e.g. "spec.template.spec"
     meta_path: str  # field path of the template's metadata, e.g. "spec.template.metadata"
     pointer: str  # JSON pointer of the pod spec, e.g. "/spec"
-    metadata: dict[str, Any]
-    spec: dict[str, Any]
+    annotations: dict[str, str]
     containers: list[Container]
     node_selector: dict[str, Any] | None
     affinity_keys: frozenset[str]  # label keys pinned by required node affinity (In / Exists)
+    host_paths: tuple[HostPath, ...]
+    host_pid: bool
+    host_ipc: bool
+    node_name: str
     is_pod: bool
 
     @property
@@ -155,18 +176,40 @@ def _list(value: Any, base: str, suffix: str = "") -> list[Any] | None:
     return value
 
 
+def _string(value: Any, base: str, suffix: str = "") -> str:
+    if not isinstance(value, str):
+        raise ShapeError(_join(base, suffix), f"must be a string, got {_type(value)}")
+    return value
+
+
+def _flag(value: Any, base: str, suffix: str) -> bool:
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise ShapeError(_join(base, suffix), f"must be a boolean, got {_type(value)}")
+    return value
+
+
 def _type(value: Any) -> str:
     return {dict: "object", list: "list", str: "string", bool: "boolean", type(None): "null"}.get(
         type(value), "number" if isinstance(value, int | float) else type(value).__name__
     )
 
 
+# Plain tuples: an Enum member's attributes cost a descriptor call each on the hot path.
+_KINDS: Final = tuple((kind, kind.field) for kind in ContainerKind)
+
+
 def find_templates(group: str, kind: str, policy: Policy) -> Templates | None:
     """Where `kind`'s pod templates are: the configured table first, then the built-in one."""
-    return policy.custom_templates.get((group, kind)) or BUILTIN.get((group, kind))
+    found = policy.custom_templates.get((group, kind))
+    if found is not None:
+        return found
+    builtin = BUILTIN.get((group, kind))
+    return builtin.templates if builtin is not None else None
 
 
-def build_views(obj: Any, templates: Templates, policy: Policy, watch: frozenset[str] = WATCHED_ENV) -> list[PodView]:
+def build_views(obj: Any, templates: Templates, policy: Policy, watch: frozenset[str] = WATCHED) -> list[PodView]:
     """A view of every pod template `templates` finds in `obj` (one for a Pod or a Deployment)."""
     if not isinstance(obj, dict):
         raise ShapeError("object", f"must be an object, got {_type(obj)}")
@@ -176,7 +219,7 @@ def build_views(obj: Any, templates: Templates, policy: Policy, watch: frozenset
 
 
 def build_view(
-    obj: dict[str, Any], keys: tuple[Key, ...], policy: Policy, watch: frozenset[str] = WATCHED_ENV
+    obj: dict[str, Any], keys: tuple[Key, ...], policy: Policy, watch: frozenset[str] = WATCHED
 ) -> PodView:
     """Walk `obj` down `keys` to a pod template ({metadata, spec}) and read it into a `PodView`."""
     node: Any = obj
@@ -203,36 +246,74 @@ def build_view(
         raise ShapeError(spec_path, "is required")
 
     containers: list[Container] = []
-    for kind, label in CONTAINER_KINDS:
-        items = _list(spec.get(kind), spec_path, kind)
-        for index, raw in enumerate(items or ()):
-            containers.append(_container(raw, kind, label, index, spec_path, f"{ptr}/spec", policy, watch))
+    spec_pointer = f"{ptr}/spec"
+    for kind, kind_field in _KINDS:
+        items = spec.get(kind_field)
+        if items is None:
+            continue
+        if not isinstance(items, list):
+            raise ShapeError(f"{spec_path}.{kind_field}", f"must be a list, got {_type(items)}")
+        for index, raw in enumerate(items):
+            containers.append(_container(raw, kind, index, spec_path, spec_pointer, policy, watch))
 
-    node_selector = _mapping(spec.get("nodeSelector"), spec_path, "nodeSelector")
+    node_name = spec.get("nodeName")
+    volumes = spec.get("volumes")
+    host_pid = spec.get("hostPID")
+    host_ipc = spec.get("hostIPC")
     return PodView(
         path=spec_path,
         meta_path=meta_path,
-        pointer=f"{ptr}/spec",
-        metadata=metadata,
-        spec=spec,
+        pointer=spec_pointer,
+        annotations=_annotations(metadata.get("annotations"), meta_path),
         containers=containers,
-        node_selector=node_selector,
+        node_selector=_mapping(spec.get("nodeSelector"), spec_path, "nodeSelector"),
         affinity_keys=_required_affinity_keys(spec.get("affinity"), spec_path),
+        host_paths=() if volumes is None else _host_paths(volumes, spec_path),
+        host_pid=host_pid is not None and _flag(host_pid, spec_path, "hostPID"),
+        host_ipc=host_ipc is not None and _flag(host_ipc, spec_path, "hostIPC"),
+        node_name="" if node_name is None else _string(node_name, spec_path, "nodeName"),
         is_pod=not keys,
     )
 
 
+def _annotations(value: Any, meta_path: str) -> dict[str, str]:
+    annotations = _mapping(value, meta_path, "annotations")
+    if not annotations:
+        return {}
+    for key, item in annotations.items():
+        if not isinstance(item, str):
+            raise ShapeError(f'{meta_path}.annotations["{key}"]', f"must be a string, got {_type(item)}")
+    return annotations
+
+
+def _host_paths(value: Any, spec_path: str) -> tuple[HostPath, ...]:
+    volumes = _list(value, spec_path, "volumes")
+    if not volumes:
+        return ()
+    out: list[HostPath] = []
+    for i, volume in enumerate(volumes):
+        if not isinstance(volume, dict):
+            raise ShapeError(f"{spec_path}.volumes[{i}]", f"must be an object, got {_type(volume)}")
+        host = volume.get("hostPath")
+        if host is None:
+            continue
+        where = f"{spec_path}.volumes[{i}].hostPath"
+        host_map = _mapping(host, where, optional=False)
+        assert host_map is not None
+        out.append(HostPath(i, _string(host_map.get("path"), where, "path")))
+    return tuple(out)
+
+
 def _container(
     raw: Any,
-    kind: str,
-    label: str,
+    kind: ContainerKind,
     index: int,
     spec_path: str,
     spec_pointer: str,
     policy: Policy,
     watch: frozenset[str],
 ) -> Container:
-    path = f"{spec_path}.{kind}[{index}]"  # for error messages
+    path = f"{spec_path}.{kind.field}[{index}]"  # for error messages (built once per container)
     if not isinstance(raw, dict):
         raise ShapeError(path, f"must be an object, got {_type(raw)}")
     c = raw
@@ -241,7 +322,7 @@ def _container(
         raise ShapeError(f"{path}.name", f"must be a string, got {_type(name)}")
 
     env = c.get("env")
-    watched: dict[str, list[int]] = {}
+    watched: dict[str, list[EnvVar]] = {}
     if env is not None and not isinstance(env, list):  # mutations append to it: always checked
         raise ShapeError(f"{path}.env", f"must be a list, got {_type(env)}")
     if env and watch:
@@ -255,44 +336,97 @@ def _container(
                 value = entry.get("value")
                 if value is not None and not isinstance(value, str):
                     raise ShapeError(f"{path}.env[{i}].value", f"must be a string, got {_type(value)}")
-                watched.setdefault(env_name, []).append(i)
+                found = EnvVar(i, value or "", entry.get("valueFrom") is not None)
+                watched.setdefault(env_name, []).append(found)
 
     limits = requests = None
+    claims: tuple[str, ...] = ()
     resources = c.get("resources")
     if resources is not None:
         if not isinstance(resources, dict):
             raise ShapeError(f"{path}.resources", f"must be an object, got {_type(resources)}")
         limits = _mapping(resources.get("limits"), path, "resources.limits")
         requests = _mapping(resources.get("requests"), path, "resources.requests")
+        if resources.get("claims") is not None:
+            claims = _claims(resources["claims"], path)
 
+    privileged = False
+    caps: tuple[str, ...] = ()
     security = c.get("securityContext")
     if security is not None:
         if not isinstance(security, dict):
             raise ShapeError(f"{path}.securityContext", f"must be an object, got {_type(security)}")
-        caps = _mapping(security.get("capabilities"), path, "securityContext.capabilities")
-        if caps is not None:
-            for i, cap in enumerate(_list(caps.get("add"), path, "securityContext.capabilities.add") or ()):
-                if not isinstance(cap, str):
-                    raise ShapeError(f"{path}.securityContext.capabilities.add[{i}]", "must be a string")
-        privileged = security.get("privileged")
-        if privileged is not None and not isinstance(privileged, bool):
-            raise ShapeError(f"{path}.securityContext.privileged", f"must be a boolean, got {_type(privileged)}")
+        privileged = _flag(security.get("privileged"), path, "securityContext.privileged")
+        capabilities = _mapping(security.get("capabilities"), path, "securityContext.capabilities")
+        if capabilities is not None:
+            added = _list(capabilities.get("add"), path, "securityContext.capabilities.add") or ()
+            for i, cap in enumerate(added):
+                _string(cap, path, f"securityContext.capabilities.add[{i}]")
+            caps = tuple(added)
 
+    env_from = c.get("envFrom")
+    mounts = c.get("volumeMounts")
     return Container(
         kind=kind,
-        label=label,
         index=index,
         name=name,
         spec_path=spec_path,
         spec_pointer=spec_pointer,
-        raw=c,
-        env=env,
+        has_env=env is not None,
         watched=watched,
+        env_from=() if env_from is None else _env_from(env_from, path),
+        mount_paths=() if mounts is None or DEVICE_LIST_NAME not in watch else _mount_paths(mounts, path),
         limits=limits,
         requests=requests,
-        security=security,
+        claims=claims,
+        privileged=privileged,
+        added_capabilities=caps,
         gpu=_gpu_count(limits, requests, policy.resource_name),
     )
+
+
+def _env_from(value: Any, path: str) -> tuple[EnvSource, ...]:
+    items = _list(value, path, "envFrom")
+    if not items:
+        return ()
+    out: list[EnvSource] = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise ShapeError(f"{path}.envFrom[{i}]", f"must be an object, got {_type(item)}")
+        source: EnvSource = ("", "")
+        for field, what in _ENV_SOURCES:
+            ref = item.get(field)
+            if ref is not None:
+                if not isinstance(ref, dict) or not isinstance(ref.get("name", ""), str):
+                    raise ShapeError(f"{path}.envFrom[{i}].{field}", "must be an object with a string name")
+                source = (what, ref.get("name", ""))
+        out.append(source)
+    return tuple(out)
+
+
+_ENV_SOURCES: Final = (("configMapRef", "ConfigMap"), ("secretRef", "Secret"))
+
+
+def _mount_paths(value: Any, path: str) -> tuple[str, ...]:
+    items = _list(value, path, "volumeMounts")
+    if not items:
+        return ()
+    out: list[str] = []
+    for i, item in enumerate(items):
+        mount = _mapping(item, path, f"volumeMounts[{i}]", optional=False)
+        assert mount is not None
+        out.append(_string(mount.get("mountPath"), path, f"volumeMounts[{i}].mountPath"))
+    return tuple(out)
+
+
+def _claims(value: Any, path: str) -> tuple[str, ...]:
+    items = _list(value, path, "resources.claims") or ()
+    out: list[str] = []
+    for i, item in enumerate(items):
+        claim = _mapping(item, path, f"resources.claims[{i}]", optional=False)
+        assert claim is not None
+        out.append(_string(claim.get("name"), path, f"resources.claims[{i}].name"))
+    return tuple(out)
 
 
 def _gpu_count(limits: dict[str, Any] | None, requests: dict[str, Any] | None, resource: str) -> Decimal | None:
@@ -334,12 +468,6 @@ def _required_affinity_keys(affinity: Any, spec_path: str) -> frozenset[str]:
             if expr_map.get("operator") in ("In", "Exists") and isinstance(expr_map.get("key"), str):
                 keys.add(expr_map["key"])
     return frozenset(keys)
-
-
-def env_entries(c: Container, name: str) -> list[tuple[int, dict[str, Any]]]:
-    """All entries of `c.env` named `name` (one of WATCHED_ENV; case-sensitive, as the kubelet compares)."""
-    assert c.env is not None or not c.watched
-    return [(i, c.env[i]) for i in c.watched.get(name, ())]  # type: ignore[index]
 
 
 def quote_key(key: str) -> str:

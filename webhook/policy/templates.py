@@ -44,36 +44,81 @@ def _paths(*texts: str) -> tuple[tuple[str, ...], ...]:
     return tuple(parse_path(t) for t in texts)
 
 
-# (API group, kind) -> templates. An empty path means the object is itself a pod.
-BUILTIN: dict[tuple[str, str], Templates] = {
-    ("", "Pod"): Templates(((),), required=True),
-    ("", "PodTemplate"): Templates(_paths("template"), required=True),
-    ("", "ReplicationController"): Templates(_paths("spec.template"), required=True),
-    ("apps", "Deployment"): Templates(_paths("spec.template"), required=True),
-    ("apps", "ReplicaSet"): Templates(_paths("spec.template"), required=True),
-    ("apps", "StatefulSet"): Templates(_paths("spec.template"), required=True),
-    ("apps", "DaemonSet"): Templates(_paths("spec.template"), required=True),
-    ("batch", "Job"): Templates(_paths("spec.template"), required=True),
-    ("batch", "CronJob"): Templates(_paths("spec.jobTemplate.spec.template"), required=True),
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """A kind whose objects hold pod templates, and what the chart needs to route it to us."""
+
+    group: str
+    kind: str
+    plural: str  # the resource name webhook rules use
+    templates: Templates
+    # "" for built-in kinds (always sent to the workloads webhook); otherwise the key under the
+    # chart's webhook.customResources that switches the CRD group on (the CRD may not exist).
+    chart_switch: str = ""
+
+
+def _builtin(group: str, kind: str, plural: str, *paths: str) -> Workload:
+    return Workload(group, kind, plural, Templates(_paths(*paths), required=True))
+
+
+def _crd(switch: str, group: str, kind: str, plural: str, *paths: str) -> Workload:
+    return Workload(group, kind, plural, Templates(_paths(*paths)), switch)
+
+
+# An empty path means the object is itself a pod. Order: the README and the chart list them so.
+WORKLOADS: tuple[Workload, ...] = (
+    Workload("", "Pod", "pods", Templates(((),), required=True)),
+    _builtin("", "PodTemplate", "podtemplates", "template"),
+    _builtin("", "ReplicationController", "replicationcontrollers", "spec.template"),
+    _builtin("apps", "Deployment", "deployments", "spec.template"),
+    _builtin("apps", "ReplicaSet", "replicasets", "spec.template"),
+    _builtin("apps", "StatefulSet", "statefulsets", "spec.template"),
+    _builtin("apps", "DaemonSet", "daemonsets", "spec.template"),
+    _builtin("batch", "Job", "jobs", "spec.template"),
+    _builtin("batch", "CronJob", "cronjobs", "spec.jobTemplate.spec.template"),
     # The GPU batch world (custom resources).
-    ("batch.volcano.sh", "Job"): Templates(_paths("spec.tasks[*].template")),
-    ("kubeflow.org", "PyTorchJob"): Templates(_paths("spec.pytorchReplicaSpecs.*.template")),
-    ("kubeflow.org", "TFJob"): Templates(_paths("spec.tfReplicaSpecs.*.template")),
-    ("kubeflow.org", "MPIJob"): Templates(_paths("spec.mpiReplicaSpecs.*.template")),
-    ("kubeflow.org", "XGBoostJob"): Templates(_paths("spec.xgbReplicaSpecs.*.template")),
-    ("kubeflow.org", "PaddleJob"): Templates(_paths("spec.paddleReplicaSpecs.*.template")),
-    ("ray.io", "RayCluster"): Templates(_paths("spec.headGroupSpec.template", "spec.workerGroupSpecs[*].template")),
-    ("ray.io", "RayJob"): Templates(
-        _paths("spec.rayClusterSpec.headGroupSpec.template", "spec.rayClusterSpec.workerGroupSpecs[*].template")
+    _crd("volcano", "batch.volcano.sh", "Job", "jobs", "spec.tasks[*].template"),
+    _crd("kubeflow", "kubeflow.org", "PyTorchJob", "pytorchjobs", "spec.pytorchReplicaSpecs.*.template"),
+    _crd("kubeflow", "kubeflow.org", "TFJob", "tfjobs", "spec.tfReplicaSpecs.*.template"),
+    _crd("kubeflow", "kubeflow.org", "MPIJob", "mpijobs", "spec.mpiReplicaSpecs.*.template"),
+    _crd("kubeflow", "kubeflow.org", "XGBoostJob", "xgboostjobs", "spec.xgbReplicaSpecs.*.template"),
+    _crd("kubeflow", "kubeflow.org", "PaddleJob", "paddlejobs", "spec.paddleReplicaSpecs.*.template"),
+    _crd(
+        "ray",
+        "ray.io",
+        "RayCluster",
+        "rayclusters",
+        "spec.headGroupSpec.template",
+        "spec.workerGroupSpecs[*].template",
     ),
-    ("ray.io", "RayService"): Templates(
-        _paths("spec.rayClusterConfig.headGroupSpec.template", "spec.rayClusterConfig.workerGroupSpecs[*].template")
+    _crd(
+        "ray",
+        "ray.io",
+        "RayJob",
+        "rayjobs",
+        "spec.rayClusterSpec.headGroupSpec.template",
+        "spec.rayClusterSpec.workerGroupSpecs[*].template",
     ),
-    ("jobset.x-k8s.io", "JobSet"): Templates(_paths("spec.replicatedJobs[*].template.spec.template")),
-    ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): Templates(
-        _paths("spec.leaderWorkerTemplate.leaderTemplate", "spec.leaderWorkerTemplate.workerTemplate")
+    _crd(
+        "ray",
+        "ray.io",
+        "RayService",
+        "rayservices",
+        "spec.rayClusterConfig.headGroupSpec.template",
+        "spec.rayClusterConfig.workerGroupSpecs[*].template",
     ),
-}
+    _crd("jobset", "jobset.x-k8s.io", "JobSet", "jobsets", "spec.replicatedJobs[*].template.spec.template"),
+    _crd(
+        "leaderworkerset",
+        "leaderworkerset.x-k8s.io",
+        "LeaderWorkerSet",
+        "leaderworkersets",
+        "spec.leaderWorkerTemplate.leaderTemplate",
+        "spec.leaderWorkerTemplate.workerTemplate",
+    ),
+)
+
+BUILTIN: dict[tuple[str, str], Workload] = {(w.group, w.kind): w for w in WORKLOADS}
 
 
 def expand(obj: Any, pattern: tuple[str, ...]) -> Iterator[tuple[Key, ...]]:

@@ -1,26 +1,26 @@
-"""Plain data shared by every rule: the policy settings, violations and verdicts.
+"""Plain data shared by every rule: policy settings, triggers, violations and verdicts.
 
-Nothing here knows about HTTP, files or the Kubernetes client, so the server and the
-offline `check` command give the same verdicts from the same code.
+Nothing here knows about HTTP, files, the chart or the Kubernetes client, so the server and
+the offline `check` command give the same verdicts from the same code. A rule or mutation is
+a value (`Rule`, `ObjectRule`, `Mutation`) that says what it is (id, default mode, summary,
+why, the pod fields it reads, its triggers, an example) next to its pure function; the
+registry lists them, and everything else (the raw-body screen, the chart's matchConditions,
+the README tables, the default config) is derived from those values.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import Enum, StrEnum
+from typing import TYPE_CHECKING, Any, Final
 
-from .templates import Templates
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # type-only: objects.py imports this module at run time, not the reverse
     from .objects import PodView
-
-GPU_RESOURCE = "nvidia.com/gpu"
-LD_LIBRARY_DIR = "/usr/local/nvidia/lib64"
+    from .templates import Templates
 
 # Kubernetes may truncate individual admission warnings past this length.
-MAX_WARNING = 256
+MAX_WARNING: Final = 256
 
 
 class Mode(StrEnum):
@@ -32,36 +32,90 @@ class Mode(StrEnum):
     OFF = "off"
 
 
+class ContainerKind(Enum):
+    """The three container lists of a pod spec: (field name, what messages call one)."""
+
+    INIT = ("initContainers", "init container")
+    REGULAR = ("containers", "container")
+    EPHEMERAL = ("ephemeralContainers", "ephemeral container")
+
+    @property
+    def field(self) -> str:
+        return self.value[0]
+
+    @property
+    def label(self) -> str:
+        return self.value[1]
+
+
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """Every knob the rules and mutations read, resolved once at start-up."""
+    """Every knob the rules and mutations read, resolved once (webhook.config builds it).
 
-    modes: dict[str, Mode] = field(default_factory=dict)
-    shared_gpu: bool = True
-    resource_name: str = GPU_RESOURCE
-    exempt_namespaces: frozenset[str] = frozenset({"kube-system"})
+    No defaults on purpose: the shipped defaults live in one place (webhook.config), so a
+    Policy in a test is the policy that ships unless the test says otherwise.
+    """
+
+    modes: Mapping[str, Mode]
+    shared_gpu: bool
+    resource_name: str
+    exempt_namespaces: frozenset[str]
     # (major, minor) of the cluster, or None when unknown: unknown skips version-gated mutations.
-    cluster_version: tuple[int, int] | None = None
-    ld_library_path_enabled: bool = True
-    ld_library_path: str = LD_LIBRARY_DIR
-    ld_library_path_when_unset: str = "inject"  # "inject" | "warn"
-    accelerator_label: str = "accelerator"
-    accelerator_default: str | None = None
-    opt_out_annotation: str = "gpu-policy.io/mutate"
-    isolate_non_gpu: bool = True
+    cluster_version: tuple[int, int] | None
+    ld_library_path_enabled: bool
+    ld_library_path: str
+    ld_library_path_when_unset: str  # "inject" | "warn"
+    accelerator_label: str
+    accelerator_default: str | None
+    opt_out_annotation: str
+    isolate_non_gpu: bool
     # (API group, kind) -> where its pod templates are; added to (and overriding) templates.BUILTIN.
-    custom_templates: dict[tuple[str, str], Templates] = field(default_factory=dict)
-    # Derived once (see __post_init__): the pod rules that are not off, in registry order.
-    pod_rules: tuple[Rule, ...] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        from .registry import RULES  # the registry imports the rules, which import this module
-
-        object.__setattr__(self, "pod_rules", tuple(r for r in RULES if self.mode(r.id) is not Mode.OFF))
+    custom_templates: Mapping[tuple[str, str], Templates]
 
     def mode(self, rule_id: str) -> Mode:
-        # `modes` is complete when built from config (rule defaults included); a bare Policy() denies.
+        # `modes` is complete when built from config; an id it lacks is judged strictly.
         return self.modes.get(rule_id, Mode.DENY)
+
+    def setting(self, key: str) -> str:
+        """The value of a config key a trigger names (see Trigger.setting)."""
+        if key == "gpuResourceName":
+            return self.resource_name
+        if key == "acceleratorNodeSelector.labelKey":
+            return self.accelerator_label
+        raise KeyError(key)
+
+
+class Where(StrEnum):
+    """Where in a Pod a trigger's text sits. The vocabulary is closed on purpose: the raw-body
+    screen (webhook.screen) and the chart's CEL (webhook.generate) each translate every member,
+    and tests/test_match_conditions.py proves both select every pod the policy acts on."""
+
+    EVERY_POD = "every pod"  # the rule or mutation may act on any pod
+    CONTAINER_RESOURCE = "container resource"  # a key of any container's limits or requests
+    CONTAINER_ENV = "container env"  # the name of an env entry of any container
+    CONTAINER_MOUNT = "container mount"  # a substring of any container's volumeMounts[*].mountPath
+    NODE_LABEL = "node label"  # a nodeSelector key, or any required node affinity
+    HOSTPATH_VOLUME = "hostPath volume"  # any volume with hostPath
+    ANNOTATION = "annotation"  # a substring of a pod (template) annotation key
+
+
+@dataclass(frozen=True, slots=True)
+class Trigger:
+    """Something every object a rule acts on contains: literal `text`, or the value of the
+    config key `setting` (e.g. the GPU resource name), at `where`."""
+
+    where: Where
+    text: str = ""
+    setting: str = ""
+
+    def value(self, policy: Policy) -> str:
+        return policy.setting(self.setting) if self.setting else self.text
+
+
+EVERY_POD = (Trigger(Where.EVERY_POD),)
+GPU_REQUEST = (Trigger(Where.CONTAINER_RESOURCE, setting="gpuResourceName"),)
+# A GPU pod: a GPU request, or pinned to GPU nodes by the accelerator label.
+GPU_POD = (*GPU_REQUEST, Trigger(Where.NODE_LABEL, setting="acceleratorNodeSelector.labelKey"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,13 +127,13 @@ class Violation:
     detail: str
     fix: str
     container: str | None = None
-    container_kind: str | None = None  # "container" | "init container" | "ephemeral container"
+    container_kind: str | None = None  # ContainerKind.label
     value: str | None = None
     scope: str = "pod"  # what `where()` names when no container is involved
 
     @property
     def key(self) -> tuple[str, str, str | None]:
-        # Identity across old and new objects on UPDATE (see `webhook.policy.evaluate`).
+        # Identity across old and new objects on UPDATE (see engine.judge).
         return (self.rule, self.path, self.value)
 
     def where(self) -> str:
@@ -94,113 +148,64 @@ class Violation:
             text += f"; fix: {self.fix}"
         return text + ")"
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "rule": self.rule,
-            "container": self.container,
-            "containerKind": self.container_kind,
-            "path": self.path,
-            "value": self.value,
-            "detail": self.detail,
-            "fix": self.fix,
-            "text": self.describe(),
-        }
-
 
 CheckFn = Callable[["PodView", Policy], list[Violation]]
-MutateFn = Callable[["PodView", Policy], tuple[list[dict[str, Any]], list[str]]]
-# Strings that any object this rule (or mutation) acts on must contain, as the API server
-# serialises it. They let the server answer most non-GPU pods without walking them.
-TriggersFn = Callable[[Policy], tuple[str, ...]]
+ObjectCheckFn = Callable[[dict[str, Any], Policy], list[Violation]]
+MutateFn = Callable[["PodView", Policy], "Changes"]
 
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """A validating rule: a stable id, a pure check and the prose the README shows."""
+    """A validating rule over a pod spec (of a Pod, or of any pod template)."""
 
     id: str
     check: CheckFn
-    summary: str
-    triggers: TriggersFn
+    summary: str  # what is restricted, one line (README table, `values.yaml` comment)
+    why: str  # why it matters, one or two sentences (README table)
+    reads: tuple[str, ...]  # the pod fields it reads, relative to the pod spec's parent
+    triggers: tuple[Trigger, ...]  # every pod it can fire on contains one of these
+    example: dict[str, Any]  # a Pod it fires on; the README shows the message it gets
     default_mode: Mode = Mode.DENY
-
-
-@dataclass(frozen=True, slots=True)
-class Mutation:
-    """A mutation: a stable id and a pure function returning JSONPatch operations and warnings."""
-
-    id: str
-    mutate: MutateFn
-    triggers: TriggersFn
-
-
-ObjectCheckFn = Callable[[dict[str, Any], Policy], list[Violation]]
 
 
 @dataclass(frozen=True, slots=True)
 class ObjectRule:
-    """A validating rule about a whole object of given kinds (not a pod spec), e.g. LimitRange."""
+    """A validating rule about a whole object of other kinds (not a pod spec), e.g. LimitRange."""
 
     id: str
-    kinds: frozenset[tuple[str, str]]  # (API group, kind)
+    kinds: tuple[tuple[str, str, str], ...]  # (API group, kind, plural resource name)
     check: ObjectCheckFn
     summary: str
-    triggers: TriggersFn
+    why: str
+    reads: tuple[str, ...]
+    triggers: tuple[Trigger, ...]  # only the texts count for objects: Where is ignored
+    example: dict[str, Any]
     default_mode: Mode = Mode.DENY
 
 
-def always(_policy: Policy) -> tuple[str, ...]:
-    """Trigger of what applies to every object: the empty string is in every body."""
-    return ("",)
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """What a mutation does to a Pod: JSONPatch operations and the warnings that say so."""
+
+    ops: list[dict[str, Any]]
+    warnings: list[str]
 
 
-def gpu_resource(policy: Policy) -> tuple[str, ...]:
-    """Trigger of everything that needs a GPU request."""
-    return (policy.resource_name,)
+NO_CHANGES: Final = Changes([], [])
 
 
-def gpu_pod(policy: Policy) -> tuple[str, ...]:
-    """Trigger of everything that needs a GPU pod: a GPU request or the accelerator label."""
-    return (policy.resource_name, f'"{policy.accelerator_label}"')
+@dataclass(frozen=True, slots=True)
+class Mutation:
+    """A mutation of Pods: pure, idempotent, built from the fields it touches."""
 
-
-DENY_PREFIX = "violates GPU policy: "
-WARN_PREFIX = "would violate GPU policy: "
-
-
-@dataclass(slots=True)
-class Verdict:
-    """Violations sorted by what their rule's mode makes of them."""
-
-    deny: list[Violation] = field(default_factory=list)
-    warn: list[Violation] = field(default_factory=list)
-    audit: list[Violation] = field(default_factory=list)
-
-    @property
-    def allowed(self) -> bool:
-        return not self.deny
-
-    def message(self) -> str:
-        return DENY_PREFIX + ", ".join(v.describe() for v in self.deny)
-
-    def warnings(self) -> list[str]:
-        return [short_warning(WARN_PREFIX, v) for v in self.warn]
-
-    def audit_annotations(self) -> dict[str, str]:
-        out: dict[str, str] = {}
-        for v in self.audit:
-            text = v.describe(with_fix=False)
-            out[v.rule] = f"{out[v.rule]}, {text}" if v.rule in out else WARN_PREFIX + text
-        return out
-
-
-def short_warning(prefix: str, v: Violation) -> str:
-    """Keep a warning under the length Kubernetes keeps, dropping the fix before cutting."""
-    text = prefix + v.describe()
-    if len(text) > MAX_WARNING:
-        text = prefix + v.describe(with_fix=False)
-    return clip(text)
-
-
-def clip(text: str, limit: int = MAX_WARNING) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    id: str
+    mutate: MutateFn
+    summary: str
+    reads: tuple[str, ...]
+    triggers: tuple[Trigger, ...]
+    # The config key that switches it on (truthy), for the chart and the docs.
+    switch: str
+    enabled: Callable[[Policy], bool]
+    # Whether the pod's opt-out annotation turns it off. Isolation says no: an annotation any
+    # pod author can set must not be a way to see every GPU on the node.
+    opt_out: bool = True

@@ -11,22 +11,37 @@ selector the node may not match would only make the kubelet reject it, so it is 
 from __future__ import annotations
 
 from ..objects import PodView
-from ..patch import Op, add, escape
-from ..types import Mutation, Policy, gpu_resource
+from ..patch import add, escape
+from ..types import GPU_REQUEST, NO_CHANGES, Changes, Mutation, Policy
 
 ID = "accelerator-node-selector"
 
 
-def mutate(view: PodView, policy: Policy) -> tuple[list[Op], list[str]]:
+def enabled(policy: Policy) -> bool:
+    return bool(policy.accelerator_default)
+
+
+def mutate(view: PodView, policy: Policy) -> Changes:
     default = policy.accelerator_default
     label = policy.accelerator_label
-    if not default or not view.requests_gpu or view.pinned_to(label) or view.spec.get("nodeName"):
-        return [], []
+    if not default or not view.requests_gpu or view.pinned_to(label) or view.node_name:
+        return NO_CHANGES
     if view.node_selector is None:
         op = add(f"{view.pointer}/nodeSelector", {label: default})
     else:
         op = add(f"{view.pointer}/nodeSelector/{escape(label)}", default)
-    return [op], [f"{ID}: set nodeSelector {label}={default} (this pod requests a GPU but named no GPU model)"]
+    return Changes([op], [f"{ID}: set nodeSelector {label}={default} (this pod requests a GPU but named no GPU model)"])
 
 
-MUTATION = Mutation(id=ID, mutate=mutate, triggers=gpu_resource)
+MUTATION = Mutation(
+    id=ID,
+    mutate=mutate,
+    summary="When `acceleratorNodeSelector.default` is set, a pod that requests a GPU and constrains the label "
+    "key neither in `nodeSelector` nor in required node affinity gets `nodeSelector[<labelKey>] = <default>`. "
+    "Pods already bound with `spec.nodeName` are left alone (the kubelet would reject a selector its node "
+    "does not match).",
+    reads=("containers[*].resources", "nodeSelector", "affinity", "nodeName"),
+    triggers=GPU_REQUEST,
+    switch="acceleratorNodeSelector.default",
+    enabled=enabled,
+)

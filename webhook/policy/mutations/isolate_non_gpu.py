@@ -4,61 +4,62 @@ CUDA and NGC images bake NVIDIA_VISIBLE_DEVICES=all into their image config, and
 NVIDIA runtime honours it in unprivileged containers by default: a container that requested
 no GPU sees every GPU on the node. A pod-spec env entry overrides the image's, and `void`
 makes the runtime inject nothing. It also closes the legacy path where CUDA_VERSION without
-NVIDIA_REQUIRE_CUDA defaults to all GPUs.
-
-Left as they are, on purpose:
-  - containers that request a GPU (the device plugin sets their devices);
-  - containers that set NVIDIA_VISIBLE_DEVICES themselves: to a value granting nothing, it
-    already isolates; to a value granting devices, rewriting it would hide the mistake that
-    no-visible-devices-env must deny with its message (mutation runs before validation);
-  - containers whose GPU request does not parse (validation reports it);
-  - containers with DRA resource claims (a DRA driver may hand them devices through CDI).
-Runs on Pod CREATE and, for the ephemeral containers a `kubectl debug` adds, on the
-pods/ephemeralcontainers subresource. No warning: it applies to nearly every pod, and a
-warning on every `kubectl apply` would train people to ignore warnings.
+NVIDIA_REQUIRE_CUDA defaults to all GPUs. Which containers it leaves alone, and why, is
+`gpus.isolated`. Runs on Pod CREATE and, for the ephemeral containers a `kubectl debug`
+adds, on the pods/ephemeralcontainers subresource. No warning: it applies to nearly every
+pod, and a warning on every `kubectl apply` would train people to ignore warnings.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
 
+from ..gpus import isolated
 from ..nvidia import VISIBLE_DEVICES
-from ..objects import Container, PodView
+from ..objects import PodView
 from ..patch import Op, append_env
-from ..types import Mutation, Policy, always
+from ..types import EVERY_POD, Changes, ContainerKind, Mutation, Policy
 
 ID = "isolate-non-gpu"
 VOID = {"name": VISIBLE_DEVICES, "value": "void"}
 
 
-def will_isolate(c: Container, policy: Policy) -> bool:
-    """Whether this mutation gives (or gave) `c` an explicit NVIDIA_VISIBLE_DEVICES=void."""
-    if not policy.isolate_non_gpu or VISIBLE_DEVICES in c.watched:
-        return False
-    if c.gpu is not None and c.gpu > 0:
-        return False
-    resource = policy.resource_name
-    if c.gpu is None and any(side is not None and resource in side for side in (c.limits, c.requests)):
-        return False  # a GPU request that does not parse: leave it to validation
-    resources = c.raw.get("resources")
-    return not (isinstance(resources, dict) and resources.get("claims"))
+def enabled(policy: Policy) -> bool:
+    return policy.isolate_non_gpu
 
 
 def _ops(view: PodView, policy: Policy, skip: Collection[str] = (), only_ephemeral: bool = False) -> list[Op]:
     return [
-        append_env(c.pointer, c.env is not None, dict(VOID))
+        append_env(c.pointer, c.has_env, dict(VOID))
         for c in view.containers
-        if (not only_ephemeral or (c.kind == "ephemeralContainers" and c.name not in skip)) and will_isolate(c, policy)
+        if (not only_ephemeral or (c.kind is ContainerKind.EPHEMERAL and c.name not in skip)) and isolated(c, policy)
     ]
 
 
-def mutate(view: PodView, policy: Policy) -> tuple[list[Op], list[str]]:
-    return _ops(view, policy), []
+def mutate(view: PodView, policy: Policy) -> Changes:
+    return Changes(_ops(view, policy), [])
 
 
-def mutate_new_ephemeral(view: PodView, policy: Policy, existing: Collection[str]) -> list[Op]:
+def mutate_new_ephemeral(view: PodView, policy: Policy, existing: Collection[str]) -> Changes:
     """Only ephemeral containers not in `existing`: everything else in a running pod is immutable."""
-    return _ops(view, policy, existing, only_ephemeral=True)
+    return Changes(_ops(view, policy, existing, only_ephemeral=True), [])
 
 
-MUTATION = Mutation(id=ID, mutate=mutate, triggers=always)
+MUTATION = Mutation(
+    id=ID,
+    mutate=mutate,
+    summary="Every container (init, regular, ephemeral) that requests no GPU (absent or 0) and does not set "
+    "`NVIDIA_VISIBLE_DEVICES` itself gets `NVIDIA_VISIBLE_DEVICES=void` appended (`env` created when absent). "
+    "CUDA and NGC images bake `NVIDIA_VISIBLE_DEVICES=all` into the image and the NVIDIA runtime honours it in "
+    "unprivileged containers, so without this a pod without a GPU request sees every GPU; it also closes the "
+    "legacy `CUDA_VERSION` path and `nvidia.com/gpu: 0`. Left alone: GPU containers; containers that set the "
+    "variable (a value granting devices is *not* rewritten, so `no-visible-devices-env` can deny it with its "
+    "message); containers whose GPU request does not parse; containers with DRA `resources.claims`. On "
+    "`pods/ephemeralcontainers` only newly added ephemeral containers are patched. No warning (it applies to "
+    "nearly every pod). The opt-out annotation never turns it off.",
+    reads=("containers[*].env", "containers[*].resources"),
+    triggers=EVERY_POD,
+    switch="isolateNonGpu",
+    enabled=enabled,
+    opt_out=False,
+)

@@ -12,9 +12,10 @@ Idempotent: a value that already lists <dir> is never touched again.
 
 from __future__ import annotations
 
-from ..objects import PodView, env_entries
+from ..gpus import requests_gpu
+from ..objects import PodView
 from ..patch import Op, append_env, replace
-from ..types import Mutation, Policy, gpu_resource
+from ..types import GPU_REQUEST, Changes, ContainerKind, Mutation, Policy
 
 ID = "ld-library-path"
 NAME = "LD_LIBRARY_PATH"
@@ -25,18 +26,18 @@ def applies(policy: Policy) -> bool:
     return policy.ld_library_path_enabled and policy.cluster_version is not None and policy.cluster_version < CUTOFF
 
 
-def mutate(view: PodView, policy: Policy) -> tuple[list[Op], list[str]]:
+def mutate(view: PodView, policy: Policy) -> Changes:
     if not applies(policy):
-        return [], []
+        return Changes([], [])
     ops: list[Op] = []
     warnings: list[str] = []
     directory = policy.ld_library_path.rstrip("/") or "/"
     major, minor = policy.cluster_version or (0, 0)
     version = f"v{major}.{minor}"
     for c in view.containers:
-        if c.kind == "ephemeralContainers" or c.gpu is None or c.gpu <= 0:
+        if c.kind is ContainerKind.EPHEMERAL or not requests_gpu(c):
             continue
-        entries = env_entries(c, NAME)
+        entries = c.env(NAME)
         where = f'container "{c.name}"'
         if not entries:
             if policy.ld_library_path_when_unset != "inject":
@@ -45,23 +46,35 @@ def mutate(view: PodView, policy: Policy) -> tuple[list[Op], list[str]]:
                     f"make sure the image's {NAME} includes {directory}"
                 )
                 continue
-            ops.append(append_env(c.pointer, c.env is not None, {"name": NAME, "value": directory}))
+            ops.append(append_env(c.pointer, c.has_env, {"name": NAME, "value": directory}))
             warnings.append(
                 f"{ID}: injected {NAME}={directory} into {where} ({version} mounts the GPU driver there); "
                 f"a pod-spec {NAME} replaces any value baked into the image"
             )
             continue
-        index, entry = entries[-1]  # the last duplicate is the one the runtime uses
-        if entry.get("valueFrom") is not None:
+        entry = entries[-1]  # the last duplicate is the one the runtime uses
+        if entry.value_from:
             warnings.append(f"{ID}: {where} sets {NAME} through valueFrom; make sure it includes {directory}")
             continue
-        value = entry.get("value") or ""
+        value = entry.value
         if directory in (part.rstrip("/") or "/" for part in value.split(":")):
             continue
         new_value = f"{value}:{directory}" if value else directory
-        ops.append(replace(f"{c.pointer}/env/{index}/value", new_value))
+        ops.append(replace(f"{c.pointer}/env/{entry.index}/value", new_value))
         warnings.append(f"{ID}: appended {directory} to {NAME} of {where} ({version} mounts the GPU driver there)")
-    return ops, warnings
+    return Changes(ops, warnings)
 
 
-MUTATION = Mutation(id=ID, mutate=mutate, triggers=gpu_resource)
+MUTATION = Mutation(
+    id=ID,
+    mutate=mutate,
+    summary="On clusters below v1.28 (config `clusterVersion`), each container requesting a GPU finds the driver "
+    "at `/usr/local/nvidia/lib64`: no `LD_LIBRARY_PATH` -> one is added (`ldLibraryPath.whenUnset: warn` only "
+    "warns instead, because a pod-spec value replaces whatever the image set); a literal value without the "
+    "directory -> `:/usr/local/nvidia/lib64` is appended to the entry the runtime uses (the last); a "
+    "`valueFrom` value -> left alone, with a warning. Unknown cluster version -> skipped.",
+    reads=("containers[*].env", "containers[*].resources"),
+    triggers=GPU_REQUEST,
+    switch="ldLibraryPath.enabled",
+    enabled=applies,
+)

@@ -2,10 +2,6 @@
 
 Restricted fields (LimitRange): spec.limits[*].default["nvidia.com/gpu"],
   spec.limits[*].defaultRequest["nvidia.com/gpu"]
-
-Why: the LimitRanger admission plugin runs before webhooks and copies these defaults into
-every container that sets none, so every pod in the namespace would request (and hold) a
-GPU. Cap GPU use with a ResourceQuota on requests.nvidia.com/gpu instead.
 """
 
 from __future__ import annotations
@@ -14,7 +10,7 @@ from typing import Any
 
 from ..objects import ShapeError
 from ..quantity import describe
-from ..types import ObjectRule, Policy, Violation, gpu_resource
+from ..types import GPU_REQUEST, ObjectRule, Policy, Violation
 
 ID = "gpu-limitrange"
 
@@ -33,7 +29,9 @@ def check(obj: dict[str, Any], policy: Policy) -> list[Violation]:
             raise ShapeError(f"spec.limits[{i}]", "must be an object")
         for field in ("default", "defaultRequest"):
             values = item.get(field)
-            if isinstance(values, dict) and resource in values:
+            if values is not None and not isinstance(values, dict):
+                raise ShapeError(f"spec.limits[{i}].{field}", "must be an object")
+            if values is not None and resource in values:
                 out.append(
                     Violation(
                         rule=ID,
@@ -51,8 +49,13 @@ def check(obj: dict[str, Any], policy: Policy) -> list[Violation]:
 
 RULE = ObjectRule(
     id=ID,
-    kinds=frozenset({("", "LimitRange")}),
+    kinds=(("", "LimitRange", "limitranges"),),
     check=check,
-    summary="no LimitRange defaults for nvidia.com/gpu",
-    triggers=gpu_resource,
+    summary="LimitRange objects set no GPU resource in `default` or `defaultRequest`.",
+    why="The LimitRanger admission plugin runs before webhooks and copies these defaults into every container "
+    "that sets none, so every pod in the namespace would request (and hold) a GPU. Cap GPU use with a "
+    "ResourceQuota on `requests.nvidia.com/gpu` instead.",
+    reads=("spec.limits[*].default", "spec.limits[*].defaultRequest"),
+    triggers=GPU_REQUEST,
+    example={"spec": {"limits": [{"type": "Container", "default": {"nvidia.com/gpu": "1"}}]}},
 )

@@ -1,12 +1,8 @@
-"""gpu-quantity: every nvidia.com/gpu value must be a count of whole cards or a share of one.
+"""gpu-quantity: every GPU count is a whole number of cards or a share of one.
 
 Restricted fields: spec.{initContainers,containers}[*].resources.{limits,requests}["nvidia.com/gpu"]
 Allowed values: 0; positive integers (1, "1", "1000m", 1e0); with sharedGpu, decimals
 strictly between 0 and 1 (0.5, "500m").
-
-Why: a positive integer is an exclusive card; a decimal below 1 is a share of one card on
-clusters with GPU sharing. 1.5 means nothing to the device plugin, and upstream validation
-(which would reject it) is patched away on clusters that allow shares, so we check ourselves.
 """
 
 from __future__ import annotations
@@ -15,10 +11,11 @@ from decimal import Decimal
 
 from ..objects import PodView, quote_key
 from ..quantity import QuantityError, describe, parse_quantity
-from ..types import Policy, Rule, Violation, gpu_resource
+from ..types import GPU_REQUEST, Policy, Rule, Violation
 
 ID = "gpu-quantity"
 _ONE = Decimal(1)
+_MISSING = object()
 
 
 def problem(value: object, policy: Policy) -> tuple[str, str] | None:
@@ -61,11 +58,15 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     return out
 
 
-_MISSING = object()
-
 RULE = Rule(
     id=ID,
     check=check,
-    summary="GPU counts are whole cards, or a share below 1 where sharing is on",
-    triggers=gpu_resource,
+    summary="Every GPU count in limits and requests is a valid quantity that is 0, a whole number, or "
+    "(with `sharedGpu`) a share strictly between 0 and 1; `1.5`, `1500m`, negatives and garbage are not.",
+    why="A whole number is an exclusive card; a decimal below 1 is a share of one card on clusters with GPU "
+    "sharing. 1.5 means nothing to the device plugin, and clusters that allow shares patch upstream "
+    "validation away, so we check ourselves.",
+    reads=("containers[*].resources.limits", "containers[*].resources.requests"),
+    triggers=GPU_REQUEST,
+    example={"spec": {"containers": [{"name": "t", "resources": {"limits": {"nvidia.com/gpu": "1.5"}}}]}},
 )

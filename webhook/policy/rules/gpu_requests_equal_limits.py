@@ -2,19 +2,15 @@
 
 Restricted fields: spec.{initContainers,containers}[*].resources.requests["nvidia.com/gpu"]
 Allowed values: absent, or numerically equal to limits["nvidia.com/gpu"] ("1" == "1000m").
-
-Why: GPUs cannot be overcommitted; the device plugin allocates the limit. A request
-without a limit, or one that differs from it, is rejected by upstream object validation
-for Pods but not for custom resources that embed pod templates, nor on clusters whose
-validation was relaxed for GPU sharing. Limits without requests are fine (Pods get the
-request copied from the limit by defaulting; templates legitimately omit it).
+Limits without requests are fine (Pods get the request copied from the limit by defaulting;
+templates legitimately omit it).
 """
 
 from __future__ import annotations
 
 from ..objects import PodView, quote_key
 from ..quantity import QuantityError, describe, parse_quantity
-from ..types import Policy, Rule, Violation, gpu_resource
+from ..types import GPU_REQUEST, Policy, Rule, Violation
 
 ID = "gpu-requests-equal-limits"
 
@@ -44,4 +40,20 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     return out
 
 
-RULE = Rule(id=ID, check=check, summary="requests, when given, equal limits for nvidia.com/gpu", triggers=gpu_resource)
+RULE = Rule(
+    id=ID,
+    check=check,
+    summary="Where requests set the GPU resource it numerically equals the limit; a request without a limit "
+    "is a violation, a limit without a request is fine.",
+    why="GPUs cannot be overcommitted: the device plugin allocates the limit. Custom resources that embed pod "
+    "templates get no upstream validation, nor do clusters whose validation was relaxed for GPU sharing.",
+    reads=("containers[*].resources.limits", "containers[*].resources.requests"),
+    triggers=GPU_REQUEST,
+    example={
+        "spec": {
+            "containers": [
+                {"name": "t", "resources": {"limits": {"nvidia.com/gpu": "2"}, "requests": {"nvidia.com/gpu": "1"}}}
+            ]
+        }
+    },
+)

@@ -2,41 +2,42 @@
 
 Restricted fields: metadata.annotations (of the pod, or of the pod template)
 Denied: keys starting with "nvidia.cdi.k8s.io/" or "cdi.k8s.io/".
-
-Why: where the NVIDIA runtime's NRI plugin or CDI annotations are enabled, an annotation
-such as `nvidia.cdi.k8s.io/container.main: nvidia.com/gpu=all` injects every GPU into the
-container, whatever it requested. GPU system pods that need it run in exempt namespaces.
+GPU system pods that need it run in exempt namespaces.
 """
 
 from __future__ import annotations
 
 from ..objects import PodView
-from ..types import Policy, Rule, Violation
+from ..types import Policy, Rule, Trigger, Violation, Where
 
 ID = "no-cdi-annotations"
 PREFIXES = ("nvidia.cdi.k8s.io/", "cdi.k8s.io/")
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
-    annotations = view.metadata.get("annotations")
-    if not isinstance(annotations, dict):
-        return []
     return [
         Violation(
             rule=ID,
             path=f'{view.meta_path}.annotations["{key}"]',
             detail="injects devices through CDI, around the device plugin and the scheduler",
             fix='remove the annotation and request GPUs with resources.limits["nvidia.com/gpu"]',
-            value=f'"{value}"' if isinstance(value, str) else None,
+            value=f'"{value}"',
         )
-        for key, value in annotations.items()
-        if isinstance(key, str) and key.startswith(PREFIXES)
+        for key, value in view.annotations.items()
+        if key.startswith(PREFIXES)
     ]
 
 
 RULE = Rule(
     id=ID,
     check=check,
-    summary="no CDI device-injection annotations",
-    triggers=lambda _p: ("cdi.k8s.io/",),
+    summary="No pod (or template) annotation starting with `nvidia.cdi.k8s.io/` or `cdi.k8s.io/`.",
+    why="Where the NVIDIA runtime's NRI plugin or CDI annotations are on, "
+    "`nvidia.cdi.k8s.io/container.main: nvidia.com/gpu=all` injects every GPU, whatever the pod requested.",
+    reads=("metadata.annotations",),
+    triggers=(Trigger(Where.ANNOTATION, "cdi.k8s.io/"),),
+    example={
+        "metadata": {"annotations": {"nvidia.cdi.k8s.io/container.main": "nvidia.com/gpu=all"}},
+        "spec": {"containers": [{"name": "main"}]},
+    },
 )

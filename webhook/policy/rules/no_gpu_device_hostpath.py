@@ -6,21 +6,15 @@ Denied: a hostPath whose normalised path is, lies under, or contains one of
   /dev, /proc, /sys, /var/lib/kubelet/device-plugins, /run/cdi, /etc/cdi, /run/nvidia,
   /run/nvidia-container-devices (and "/" itself); any volumeMount under
   /run/nvidia-container-devices. /var/run is /run on every node, so both spellings count.
-
-Why: device nodes (/dev/nvidia*, /dev/dri) reached through hostPath bypass the device
-plugin; the device plugin's volume-mount strategy reads the device list from files under
-/var/run/nvidia-container-devices (a /dev/null mount there *is* a GPU grant); CDI specs and
-the kubelet's device-plugin sockets let a pod hand itself devices. A mount of a parent
-folder (/var, /etc, /run) exposes all of these too.
 """
 
 from __future__ import annotations
 
-from ..objects import PodView, ShapeError
-from ..types import Policy, Rule, Violation
+from ..objects import DEVICE_LIST_NAME, PodView
+from ..types import Policy, Rule, Trigger, Violation, Where
 
 ID = "no-gpu-device-hostpath"
-DEVICE_LIST_DIR = "/run/nvidia-container-devices"
+DEVICE_LIST_DIR = f"/run/{DEVICE_LIST_NAME}"
 PROTECTED = (
     "/dev",
     "/proc",
@@ -65,39 +59,24 @@ def exposes(path: str) -> str | None:
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
     out: list[Violation] = []
-    volumes = view.spec.get("volumes") or []
-    if not isinstance(volumes, list):
-        raise ShapeError(f"{view.path}.volumes", "must be a list")
-    for i, volume in enumerate(volumes):
-        host = volume.get("hostPath") if isinstance(volume, dict) else None
-        if host is None:
-            continue
-        path = host.get("path") if isinstance(host, dict) else None
-        if not isinstance(path, str):
-            raise ShapeError(f"{view.path}.volumes[{i}].hostPath.path", "must be a string")
-        reached = exposes(path)
+    for volume in view.host_paths:
+        reached = exposes(volume.path)
         if reached:
-            shown = "/" if normalise(path) == "/" else reached
+            shown = "/" if normalise(volume.path) == "/" else reached
             out.append(
                 Violation(
                     rule=ID,
-                    path=f"{view.path}.volumes[{i}].hostPath.path",
-                    detail=f'is "{path}", which reaches {shown} on the node: GPU devices or device-plugin state '
-                    "outside the device plugin's control",
+                    path=f"{view.path}.volumes[{volume.index}].hostPath.path",
+                    detail=f'is "{volume.path}", which reaches {shown} on the node: GPU devices or device-plugin '
+                    "state outside the device plugin's control",
                     fix='request GPUs with resources.limits["nvidia.com/gpu"]; use an emptyDir or a PVC for files',
-                    value=f'"{path}"',
+                    value=f'"{volume.path}"',
                 )
             )
     for c in view.containers:
-        mounts = c.raw.get("volumeMounts") or []
-        if not isinstance(mounts, list):
-            raise ShapeError(f"{c.path}.volumeMounts", "must be a list")
-        for i, mount in enumerate(mounts):
-            mount_path = mount.get("mountPath") if isinstance(mount, dict) else None
-            if not isinstance(mount_path, str):
-                raise ShapeError(f"{c.path}.volumeMounts[{i}].mountPath", "must be a string")
+        for i, mount_path in enumerate(c.mount_paths):
             # Normalising only drops segments, so a path under the folder spells its name.
-            if "nvidia-container-devices" in mount_path and _under(normalise(mount_path), DEVICE_LIST_DIR):
+            if DEVICE_LIST_NAME in mount_path and _under(normalise(mount_path), DEVICE_LIST_DIR):
                 out.append(
                     c.violation(
                         ID,
@@ -113,6 +92,16 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
 RULE = Rule(
     id=ID,
     check=check,
-    summary="no hostPath into /dev, /proc, /sys, device-plugin, CDI or NVIDIA runtime state",
-    triggers=lambda _p: ("hostPath", "nvidia-container-devices"),
+    summary="No hostPath whose normalised path (`//`, `.`, `..`, trailing `/` collapsed; `/var/run` read as "
+    "`/run`) is `/`, lies under, or contains `/dev`, `/proc`, `/sys`, `/var/lib/kubelet/device-plugins`, "
+    "`/run/cdi`, `/etc/cdi`, `/run/nvidia` or `/run/nvidia-container-devices`; no volumeMount under "
+    "`/var/run/nvidia-container-devices`. Every pod, GPU or not.",
+    why="Device nodes through hostPath bypass the device plugin; files under the device-list folder are read "
+    "as GPU grants (a `/dev/null` mount there *is* a grant); CDI specs and device-plugin sockets let a pod "
+    "hand itself devices; a parent folder (`/etc`, `/var`) exposes them all.",
+    reads=("volumes[*].hostPath.path", "containers[*].volumeMounts[*].mountPath"),
+    triggers=(Trigger(Where.HOSTPATH_VOLUME, "hostPath"), Trigger(Where.CONTAINER_MOUNT, DEVICE_LIST_NAME)),
+    example={
+        "spec": {"containers": [{"name": "t"}], "volumes": [{"name": "d", "hostPath": {"path": "//dev/"}}]},
+    },
 )

@@ -3,33 +3,27 @@
 Restricted fields: spec.{initContainers,containers,ephemeralContainers}[*].securityContext
   .privileged and .capabilities.add[*]
 Allowed values: privileged false/absent; capabilities without SYS_ADMIN / CAP_SYS_ADMIN /
-ALL (any case).
-Applies to GPU pods: any container with nvidia.com/gpu > 0, or a pod pinned to GPU nodes
-by the accelerator label (nodeSelector or required node affinity with In/Exists).
-
-Why: a privileged container sees every device on the node, so every GPU; the NVIDIA
-runtime treats SYS_ADMIN as privileged too. Ephemeral containers count: `kubectl debug
---profile=sysadmin` adds a privileged one to a running pod.
+ALL (any case). Applies to GPU pods: any container with a GPU count above 0, or a pod
+pinned to GPU nodes by the accelerator label (nodeSelector or required node affinity with
+In/Exists). Ephemeral containers count: `kubectl debug --profile=sysadmin` adds a
+privileged one to a running pod.
 """
 
 from __future__ import annotations
 
 from ..nvidia import privileged_capability
 from ..objects import PodView
-from ..types import Policy, Rule, Violation, gpu_pod
+from ..types import GPU_POD, Policy, Rule, Violation
 
 ID = "no-privileged-gpu"
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
-    if not any(c.security for c in view.containers) or not view.is_gpu_pod(policy):
+    if not any(c.privileged or c.added_capabilities for c in view.containers) or not view.is_gpu_pod(policy):
         return []
     out: list[Violation] = []
     for c in view.containers:
-        sc = c.security
-        if not sc:
-            continue
-        if sc.get("privileged") is True:
+        if c.privileged:
             out.append(
                 c.violation(
                     ID,
@@ -39,8 +33,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
                     "true",
                 )
             )
-        caps = sc.get("capabilities") or {}
-        for i, cap in enumerate(caps.get("add") or ()):
+        for i, cap in enumerate(c.added_capabilities):
             if privileged_capability(cap):
                 out.append(
                     c.violation(
@@ -54,4 +47,20 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     return out
 
 
-RULE = Rule(id=ID, check=check, summary="no privileged or SYS_ADMIN container in a GPU pod", triggers=gpu_pod)
+RULE = Rule(
+    id=ID,
+    check=check,
+    summary="In a GPU pod, no container of any kind sets `securityContext.privileged: true` or adds "
+    "capability `SYS_ADMIN` (`CAP_SYS_ADMIN`, `ALL`, any case).",
+    why="A privileged container sees every device on the node, so every GPU; the NVIDIA runtime treats "
+    "SYS_ADMIN as privileged too.",
+    reads=("containers[*].securityContext", "containers[*].resources", "nodeSelector", "affinity"),
+    triggers=GPU_POD,
+    example={
+        "spec": {
+            "containers": [
+                {"name": "t", "resources": {"limits": {"nvidia.com/gpu": 1}}, "securityContext": {"privileged": True}}
+            ]
+        }
+    },
+)

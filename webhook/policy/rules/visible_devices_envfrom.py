@@ -1,62 +1,61 @@
 """visible-devices-envfrom (warn by default): envFrom in a GPU pod can carry NVIDIA_VISIBLE_DEVICES.
 
 Restricted fields: spec.{initContainers,containers,ephemeralContainers}[*].envFrom in GPU pods
-Flagged: a container with envFrom and no explicit NVIDIA_VISIBLE_DEVICES entry, unless the
-isolate-non-gpu mutation gives it one (a container that requests no GPU, with isolation on).
-
-Why: a ConfigMap or Secret key named NVIDIA_VISIBLE_DEVICES reaches the container at run
-time, and admission never sees the ConfigMap's contents. An explicit `env` entry wins over
-envFrom, which is why isolated containers are safe and why the fix is an explicit entry or a
-clean ConfigMap.
+Flagged: a container with envFrom and no explicit NVIDIA_VISIBLE_DEVICES entry, unless
+isolation gives it one (a container that requests no GPU, with isolation on). An explicit
+`env` entry wins over envFrom, which is why isolated containers are safe and why the fix is
+an explicit entry or a clean ConfigMap.
 """
 
 from __future__ import annotations
 
-from ..mutations.isolate_non_gpu import will_isolate
+from ..gpus import isolated
 from ..nvidia import VISIBLE_DEVICES
-from ..objects import PodView
-from ..types import Mode, Policy, Rule, Violation, gpu_pod
+from ..objects import EnvSource, PodView
+from ..types import GPU_POD, Mode, Policy, Rule, Violation
 
 ID = "visible-devices-envfrom"
 
 
-def _sources(env_from: list[object]) -> str:
-    names = []
-    for source in env_from:
-        if isinstance(source, dict):
-            for field, kind in (("configMapRef", "ConfigMap"), ("secretRef", "Secret")):
-                ref = source.get(field)
-                if isinstance(ref, dict):
-                    names.append(f'{kind} "{ref.get("name", "")}"')
-    return ", ".join(names) or "its sources"
+def _sources(env_from: tuple[EnvSource, ...]) -> str:
+    return ", ".join(f'{kind} "{name}"' for kind, name in env_from if kind) or "its sources"
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
-    if not any(c.raw.get("envFrom") for c in view.containers) or not view.is_gpu_pod(policy):
+    if not any(c.env_from for c in view.containers) or not view.is_gpu_pod(policy):
         return []
-    out: list[Violation] = []
-    for c in view.containers:
-        env_from = c.raw.get("envFrom")
-        if not env_from or not isinstance(env_from, list) or VISIBLE_DEVICES in c.watched:
-            continue
-        if will_isolate(c, policy):
-            continue
-        out.append(
-            c.violation(
-                ID,
-                "envFrom",
-                f"loads {_sources(env_from)}, which admission cannot see: a {VISIBLE_DEVICES} key there "
-                "would pick GPUs behind the device plugin's back",
-                f"make sure they hold no {VISIBLE_DEVICES} key (an explicit env entry wins over envFrom)",
-            )
+    return [
+        c.violation(
+            ID,
+            "envFrom",
+            f"loads {_sources(c.env_from)}, which admission cannot see: a {VISIBLE_DEVICES} key there "
+            "would pick GPUs behind the device plugin's back",
+            f"make sure they hold no {VISIBLE_DEVICES} key (an explicit env entry wins over envFrom)",
         )
-    return out
+        for c in view.containers
+        if c.env_from and VISIBLE_DEVICES not in c.watched and not isolated(c, policy)
+    ]
 
 
 RULE = Rule(
     id=ID,
     check=check,
-    summary="envFrom in GPU pods may smuggle NVIDIA_VISIBLE_DEVICES (warn)",
-    triggers=gpu_pod,
+    summary="In GPU pods, a container with `envFrom` and no explicit `NVIDIA_VISIBLE_DEVICES` entry "
+    "(containers that isolation gives `void` are fine).",
+    why="A ConfigMap or Secret key named `NVIDIA_VISIBLE_DEVICES` reaches the container at run time, unseen "
+    "by admission; an explicit `env` entry wins over `envFrom`.",
+    reads=("containers[*].envFrom", "containers[*].env", "containers[*].resources", "nodeSelector", "affinity"),
+    triggers=GPU_POD,
+    example={
+        "spec": {
+            "containers": [
+                {
+                    "name": "t",
+                    "resources": {"limits": {"nvidia.com/gpu": 1}},
+                    "envFrom": [{"configMapRef": {"name": "settings"}}],
+                }
+            ]
+        }
+    },
     default_mode=Mode.WARN,
 )

@@ -1,0 +1,67 @@
+"""`gpu-policy`: argument parsing and dispatch. Each command lives in its own module:
+serve (runner, drain, workers), offline (check and mutate), certs."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from ..config import ConfigError
+from ..reports import EXIT_INPUT
+from . import certs, offline, serve
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gpu-policy", description="GPU admission policy for Kubernetes")
+    p.add_argument("--log-level", default=os.environ.get("GPU_POLICY_LOG_LEVEL", "info"))
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("serve", help="run the HTTPS admission webhook")
+    s.add_argument("--config", help="YAML config file (default: built-in defaults)")
+    s.add_argument("--cert-dir", required=True, help="folder with tls.crt and tls.key")
+    s.add_argument("--host", default="0.0.0.0")
+    s.add_argument("--port", type=int, default=8443)
+    s.add_argument("--workers", type=int, default=1, help="processes sharing the port (SO_REUSEPORT)")
+    s.add_argument("--cluster-version", help="override clusterVersion (e.g. 1.27, unknown)")
+    s.set_defaults(func=serve.command)
+
+    for name, func, text in (
+        ("check", offline.check, "judge manifests offline, as the validating webhook would"),
+        ("mutate", offline.mutate, "print manifests as the mutating webhook would change them"),
+    ):
+        c = sub.add_parser(name, help=text)
+        c.add_argument("-f", "--file", action="append", required=True, help="file, folder or - (repeatable)")
+        c.add_argument("--config", help="YAML config file (default: built-in defaults)")
+        c.add_argument("--cluster-version", help="cluster version for version-gated mutations (e.g. 1.27)")
+        c.add_argument("-n", "--namespace", help="namespace to assume (default: metadata.namespace or default)")
+        c.add_argument(
+            "-o",
+            "--output",
+            choices=("text", "json") if name == "check" else ("yaml", "json"),
+            default="text" if name == "check" else "yaml",
+        )
+        c.set_defaults(func=func)
+
+    cert = sub.add_parser("certs", help="write a CA and a serving certificate for the webhook Service")
+    cert.add_argument("--out", required=True, help="folder for ca.crt, ca.key, tls.crt, tls.key")
+    cert.add_argument("--service", default="gpu-policy")
+    cert.add_argument("--namespace", default="gpu-policy")
+    cert.add_argument("--days", type=int, default=365)
+    cert.add_argument("--host", action="append", default=[], help="extra DNS name or IP SAN (repeatable)")
+    cert.add_argument("--force", action="store_true", help="replace existing files")
+    cert.set_defaults(func=certs.command)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=str(args.log_level).upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args))
+    except ConfigError as exc:
+        print(f"gpu-policy: invalid configuration:\n{exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,69 @@
+"""`gpu-policy check` and `gpu-policy mutate`: manifests judged exactly as the webhooks would.
+
+Each document becomes the AdmissionReview request the API server would send
+(manifests.review_request) and goes through webhook.admission, so the verdicts and messages
+are the server's to the letter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import jsonpatch
+import yaml
+
+from .. import admission, reports
+from ..admission import Decision
+from ..manifests import InputError, read, review_request
+from ..reports import EXIT_INPUT, EXIT_OK, Result
+from .settings import from_args
+
+
+def check(args: argparse.Namespace) -> int:
+    policy = from_args(args).policy
+    results: list[Result] = []
+    for doc in read(args.file):
+        if isinstance(doc, InputError):
+            results.append(Result(doc.where, error=doc.message))
+            continue
+        req = review_request(doc, args.namespace)
+        if not req.kind:
+            results.append(Result(doc.where, error="kind: is required"))
+            continue
+        outcome = admission.validate(req, policy)
+        results.append(Result(doc.where, req.kind, req.namespace, req.name, outcome))
+    if args.output == "json":
+        reports.write_json(results, sys.stdout)
+    else:
+        reports.write_text(results, sys.stdout)
+    return reports.exit_code(results)
+
+
+def mutate(args: argparse.Namespace) -> int:
+    policy = from_args(args).policy
+    out: list[Any] = []
+    code = EXIT_OK
+    for doc in read(args.file):
+        if isinstance(doc, InputError):
+            print(f"ERROR {doc}", file=sys.stderr)
+            code = EXIT_INPUT
+            continue
+        req = review_request(doc, args.namespace)
+        outcome = admission.mutate(req, policy)
+        if outcome.decision is Decision.MALFORMED:
+            print(f"ERROR {doc.where}: {outcome.message}", file=sys.stderr)
+            code = EXIT_INPUT
+            continue
+        label = f"{doc.where}: {req.kind or '<no kind>'} {req.namespace}/{req.name or '<no name>'}"
+        for w in outcome.warnings:
+            print(f"WARN  {label}: {w}", file=sys.stderr)
+        out.append(jsonpatch.apply_patch(doc.obj, outcome.ops) if outcome.ops else doc.obj)
+    if args.output == "json":
+        json.dump(out if len(out) != 1 else out[0], sys.stdout, indent=2)
+        print()
+    else:
+        yaml.safe_dump_all(out, sys.stdout, sort_keys=False)
+    return code

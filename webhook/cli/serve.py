@@ -1,0 +1,136 @@
+"""`gpu-policy serve`: the aiohttp runner, the SIGTERM drain and the pre-forked workers."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from typing import TYPE_CHECKING
+
+from ..config import Settings
+from ..reports import EXIT_INPUT, EXIT_OK
+from .settings import from_args
+
+if TYPE_CHECKING:
+    from ..tls import CertReloader
+
+log = logging.getLogger("gpu-policy")
+
+
+def _serve_one(settings: Settings, args: argparse.Namespace, reuse_port: bool) -> None:
+    from ..tls import CertReloader
+
+    reloader = CertReloader(args.cert_dir, settings.cert_reload_seconds)
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    asyncio.run(_serve(settings, reloader, args.host, args.port, reuse_port))
+
+
+async def _serve(settings: Settings, reloader: CertReloader, host: str, port: int, reuse_port: bool) -> None:
+    """Serve until SIGTERM or SIGINT; on SIGTERM drain first (see Settings.drain_seconds)."""
+    from aiohttp import web
+
+    from ..server import create_app, set_ready
+
+    app = create_app(settings, reloader)
+    # access_log=None: the API server calls for every pod, so no per-request log lines.
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=15.0)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, ssl_context=reloader.context, reuse_port=reuse_port or None)
+    await site.start()
+    loop = asyncio.get_running_loop()
+    received: asyncio.Future[int] = loop.create_future()
+
+    def on_signal(signum: int) -> None:
+        if not received.done():
+            received.set_result(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig)
+    try:
+        if await received == signal.SIGTERM and settings.drain_seconds > 0:
+            # Kubernetes removes a terminating pod from the Service while it is told to stop;
+            # answering a little longer turns that race into zero failed admissions.
+            set_ready(app, False)
+            log.info("SIGTERM: not ready, draining for %.1f s", settings.drain_seconds)
+            await asyncio.sleep(settings.drain_seconds)
+    finally:
+        await runner.cleanup()  # closes the listener, then waits for reviews in flight
+
+
+def command(args: argparse.Namespace) -> int:
+    settings = from_args(args)
+    if settings.cluster_version_auto:
+        from ..cluster import detect_version
+
+        settings = settings.with_cluster_version(detect_version())
+    try:
+        from ..tls import new_context
+
+        new_context(os.path.join(args.cert_dir, "tls.crt"), os.path.join(args.cert_dir, "tls.key"))
+    except (OSError, ValueError) as exc:
+        print(f"gpu-policy: cannot load {args.cert_dir}/tls.crt and tls.key: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    version = settings.policy.cluster_version
+    log.info(
+        "serving https://%s:%d with %d worker(s); cluster version %s",
+        args.host,
+        args.port,
+        args.workers,
+        f"{version[0]}.{version[1]}" if version else "unknown",
+    )
+    if args.workers < 1:
+        print("gpu-policy: --workers must be at least 1", file=sys.stderr)
+        return EXIT_INPUT
+    if args.workers == 1:
+        try:
+            _serve_one(settings, args, reuse_port=False)
+        except OSError as exc:  # the port is taken, or the host cannot be bound
+            print(f"gpu-policy: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_INPUT
+        return EXIT_OK
+    return _prefork(settings, args)
+
+
+def _prefork(settings: Settings, args: argparse.Namespace) -> int:
+    """N processes sharing the port through SO_REUSEPORT; the kernel spreads connections."""
+    children: list[int] = []
+    for _ in range(args.workers):
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                _serve_one(settings, args, reuse_port=True)
+            except BaseException:
+                log.exception("worker failed")
+                code = 1
+            finally:
+                os._exit(code)
+        children.append(pid)
+
+    def forward(signum: int, _frame: object) -> None:
+        for child in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    status = EXIT_OK
+    remaining = set(children)
+    while remaining:
+        pid, code = os.wait()
+        remaining.discard(pid)
+        if code != 0 and remaining:
+            # One worker died: stop all, so the kubelet restarts a whole, healthy pod.
+            log.error("worker %d exited with status %d; stopping the others", pid, code)
+            forward(signal.SIGTERM, None)
+            status = 1
+    return status

@@ -1,0 +1,159 @@
+"""The policy engine: find violations in an object, sort them by mode, mutate a Pod.
+
+No I/O and no transport: the protocol layer (webhook.admission) calls exactly these
+functions for the server and the offline CLI alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from .mutations import isolate_non_gpu
+from .objects import WATCHED, PodView, ShapeError, build_views, find_templates
+from .registry import MUTATIONS, OBJECT_RULES, RULES
+from .types import MAX_WARNING, Changes, Mode, ObjectRule, Policy, Rule, Violation
+
+ALL_RULES: Final[tuple[Rule | ObjectRule, ...]] = (*RULES, *OBJECT_RULES)
+RULE_IDS: Final[tuple[str, ...]] = tuple(r.id for r in ALL_RULES)
+DEFAULT_MODES: Final[dict[str, Mode]] = {r.id: r.default_mode for r in ALL_RULES}
+OBJECT_RULES_BY_KIND: Final[dict[tuple[str, str], tuple[ObjectRule, ...]]] = {
+    (group, kind): tuple(r for r in OBJECT_RULES if any(k[:2] == (group, kind) for k in r.kinds))
+    for rule in OBJECT_RULES
+    for group, kind, _plural in rule.kinds
+}
+
+DENY_PREFIX: Final = "violates GPU policy: "
+WARN_PREFIX: Final = "would violate GPU policy: "
+
+
+def pod_views(
+    obj: Any, group: str, kind: str, policy: Policy, watch: frozenset[str] = WATCHED
+) -> list[PodView] | None:
+    """Every pod template in `obj` (the Pod itself for a Pod), or None for kinds without templates.
+
+    `watch` narrows the env names worth recording to those the request can contain (the
+    transport knows from the raw body); env lists without any of them are not walked.
+    """
+    templates = find_templates(group, kind, policy)
+    if templates is None:
+        return None
+    return build_views(obj, templates, policy, watch)
+
+
+def pod_view(obj: Any, policy: Policy, watch: frozenset[str] = WATCHED) -> PodView:
+    """The view of a Pod."""
+    found = pod_views(obj, "", "Pod", policy, watch)
+    assert found is not None and len(found) == 1
+    return found[0]
+
+
+def pod_violations(pod: PodView, policy: Policy) -> list[Violation]:
+    """Every violation of every pod rule that is not off, in registry then field order."""
+    out: list[Violation] = []
+    for rule in RULES:
+        if policy.mode(rule.id) is not Mode.OFF:
+            out.extend(rule.check(pod, policy))
+    return out
+
+
+def find_violations(
+    obj: Any, group: str, kind: str, policy: Policy, watch: frozenset[str] = WATCHED
+) -> list[Violation] | None:
+    """Every violation in `obj`, or None when its kind is not policed at all."""
+    object_rules = OBJECT_RULES_BY_KIND.get((group, kind))
+    if object_rules is not None:
+        if not isinstance(obj, dict):
+            raise ShapeError("object", "must be an object")
+        return [v for r in object_rules if policy.mode(r.id) is not Mode.OFF for v in r.check(obj, policy)]
+    pods = pod_views(obj, group, kind, policy, watch)
+    if pods is None:
+        return None
+    return [v for pod in pods for v in pod_violations(pod, policy)]
+
+
+@dataclass(slots=True)
+class Verdict:
+    """Violations by the mode their rule is in (OFF never appears)."""
+
+    by_mode: dict[Mode, list[Violation]] = field(default_factory=dict)
+
+    def of(self, mode: Mode) -> list[Violation]:
+        return self.by_mode.get(mode, [])
+
+    @property
+    def allowed(self) -> bool:
+        return not self.by_mode.get(Mode.DENY)
+
+    def message(self) -> str:
+        return DENY_PREFIX + ", ".join(v.describe() for v in self.of(Mode.DENY))
+
+    def warnings(self) -> list[str]:
+        return [short_warning(WARN_PREFIX, v) for v in self.of(Mode.WARN)]
+
+    def audit_annotations(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for v in self.of(Mode.AUDIT):
+            text = v.describe(with_fix=False)
+            out[v.rule] = f"{out[v.rule]}, {text}" if v.rule in out else WARN_PREFIX + text
+        return out
+
+
+def judge(found: list[Violation], policy: Policy, before: list[Violation] | None = None) -> Verdict:
+    """Sort violations by mode. With `before` (an UPDATE), judge only what the update introduces.
+
+    A violation already present in the old object is not the update's doing: denying it
+    would block unrelated changes such as removing a finalizer or scaling a Deployment
+    that predates the policy.
+    """
+    if before:
+        seen = {v.key for v in before}
+        found = [v for v in found if v.key not in seen]
+    verdict = Verdict()
+    for v in found:
+        mode = policy.mode(v.rule)
+        if mode is not Mode.OFF:
+            verdict.by_mode.setdefault(mode, []).append(v)
+    return verdict
+
+
+def short_warning(prefix: str, v: Violation) -> str:
+    """Keep a warning under the length Kubernetes keeps, dropping the fix before cutting."""
+    text = prefix + v.describe()
+    if len(text) > MAX_WARNING:
+        text = prefix + v.describe(with_fix=False)
+    return clip(text)
+
+
+def clip(text: str, limit: int = MAX_WARNING) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def opted_out(pod: PodView, policy: Policy) -> bool:
+    return pod.annotations.get(policy.opt_out_annotation) == "false"
+
+
+def mutate(pod: PodView, policy: Policy) -> Changes:
+    """JSONPatch operations for a Pod; templates are never mutated (their pods will be).
+
+    The opt-out annotation turns off the mutations that allow it (Mutation.opt_out), never
+    isolation: an annotation any pod author can set must not be a way to see every GPU.
+    """
+    if not pod.is_pod:
+        return Changes([], [])
+    skip = opted_out(pod, policy)
+    ops: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    for m in MUTATIONS:
+        if (skip and m.opt_out) or not m.enabled(policy):
+            continue
+        changes = m.mutate(pod, policy)
+        ops.extend(changes.ops)
+        warnings.extend(changes.warnings)
+    return Changes(ops, warnings)
+
+
+def mutate_new_ephemeral(pod: PodView, policy: Policy, existing: Collection[str]) -> Changes:
+    """Patches for the pods/ephemeralcontainers subresource: only new ephemeral containers change."""
+    return isolate_non_gpu.mutate_new_ephemeral(pod, policy, existing)
