@@ -6,12 +6,11 @@ import json
 
 from bench import core
 from bench.reviews import bodies, wide_pod
-from webhook import admission, policy, review
-from webhook.config import from_mapping
+from tests.helpers import container, default_policy, pod
+from webhook import admission, review
+from webhook.policy import RULE_IDS, Mode, engine
 
-POLICY = from_mapping(
-    {"clusterVersion": "1.27", "acceleratorNodeSelector": {"default": "nvidia-t4"}}, environ={}
-).policy
+POLICY = default_policy(cluster_version=(1, 27), accelerator_default="nvidia-t4")
 
 
 def test_bodies_cover_the_mix() -> None:
@@ -19,8 +18,8 @@ def test_bodies_cover_the_mix() -> None:
     for name, body in bodies().items():
         assert 3_000 <= len(body) <= 20_000, (name, len(body))
         req = review.parse(json.loads(body))
-        valid = admission.validate(req, POLICY).decision
-        mutated = admission.mutate(req, POLICY).decision
+        valid = admission.validate(req, POLICY).decision.value
+        mutated = admission.mutate(req, POLICY).decision.value
         found[name] = (valid, mutated)
     assert found == {
         "gpu-mutated": ("allowed", "patched"),
@@ -45,26 +44,11 @@ def test_cel_comparison_decides_like_the_core() -> None:
 
     from bench.cel_compare import PROGRAM
     from bench.reviews import pods
-    from tests.builders import container, pod
-    from webhook.policy import Mode
 
     env = cel.NewEnv(variables={"object": cel.Type.DYN}, extensions=[ExtStrings()])
     expr = env.compile("(" + PROGRAM.strip())
-    four = from_mapping(
-        {
-            "rules": {
-                r: "off"
-                for r in (
-                    "no-gpu-device-hostpath",
-                    "no-cdi-annotations",
-                    "no-host-namespaces-gpu",
-                    "visible-devices-envfrom",
-                    "gpu-limitrange",
-                )
-            }
-        },
-        environ={},
-    ).policy
+    core_four = ("gpu-quantity", "gpu-requests-equal-limits", "no-visible-devices-env", "no-privileged-gpu")
+    four = default_policy(modes={r: Mode.DENY if r in core_four else Mode.OFF for r in RULE_IDS})
     cases = {
         **pods(),
         "bad quantity": pod(container(gpu="1.5")),
@@ -73,7 +57,7 @@ def test_cel_comparison_decides_like_the_core() -> None:
         "env": pod(container(gpu=1, env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])),
     }
     for name, obj in cases.items():
-        found = policy.check(obj, "", "Pod", four)
+        found = engine.find_violations(obj, "", "Pod", four)
         assert found is not None
         denied = any(four.mode(v.rule) is Mode.DENY for v in found)
         assert expr.eval(data={"object": obj}).value() is not denied, name

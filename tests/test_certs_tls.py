@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from tests.builders import container, pod
+from tests.helpers import container, pod
 from webhook import certs
 
 

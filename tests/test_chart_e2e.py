@@ -9,8 +9,8 @@ from pathlib import Path
 import yaml
 
 from tests.apiserver import ApiServer
-from tests.builders import container, pod, wrap
 from tests.chart import find, render
+from tests.helpers import container, pod, wrap
 
 
 def test_rendered_chart_drives_the_real_server(start_server, tmp_path: Path) -> None:

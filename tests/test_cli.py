@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.builders import container, pod, wrap
+from tests.helpers import container, pod, wrap
 
 ROOT = Path(__file__).resolve().parent.parent
 

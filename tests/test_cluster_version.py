@@ -20,8 +20,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.builders import container, pod
-from tests.conftest import ROOT, Server
+from tests.helpers import (
+    ROOT,
+    Server,
+    container,
+    pod,
+)
 
 VERSION = {"major": "1", "minor": "19+", "gitVersion": "v1.19.10-r0-CCE21.11.1.B006", "platform": "linux/amd64"}
 

@@ -19,12 +19,11 @@ import pytest
 import yaml
 
 from tests.apiserver import ApiServer
-from tests.conftest import Server
+from tests.helpers import VOID, Server
 from webhook.policy import RULE_IDS
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 EXPECTED: dict[str, dict[str, Any]] = yaml.safe_load((CORPUS.parent / "corpus-expected.yaml").read_text())
-VOID = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}
 
 
 def test_every_manifest_has_an_expectation() -> None:

@@ -13,56 +13,17 @@ import base64
 import copy
 import json
 import random
-from pathlib import Path
-from typing import Any
 
 import jsonpatch
 import pytest
-import yaml
 
-from bench.reviews import pods
 from tests.apiserver import ApiServer
+from tests.helpers import base_objects, default_policy, junk, nodes, replace
 from webhook import admission, review
-from webhook.config import from_mapping
+from webhook.screen import watched_in
 
-CORPUS = Path(__file__).resolve().parent / "corpus"
-POLICY = from_mapping({"clusterVersion": "1.27", "acceleratorNodeSelector": {"default": "t4"}}, environ={}).policy
+POLICY = default_policy(cluster_version=(1, 27), accelerator_default="t4")
 ROUNDS = 60  # per base object; ~3,000 mutated objects in all
-
-
-def base_objects() -> list[dict[str, Any]]:
-    objs = [yaml.safe_load(p.read_text()) for p in sorted(CORPUS.glob("*.yaml"))]
-    return objs + list(pods().values())
-
-
-def junk(rng: random.Random, depth: int = 0) -> Any:
-    choice = rng.randrange(9 if depth < 2 else 7)
-    if choice == 7:
-        return [junk(rng, depth + 1) for _ in range(rng.randrange(3))]
-    if choice == 8:
-        return {rng.choice(["name", "value", "env", "limits", "nvidia.com/gpu", "x"]): junk(rng, depth + 1)}
-    return [None, True, rng.randint(-5, 5), rng.random() * 3, "", "all", "nvidia.com/gpu"][choice]
-
-
-def nodes(obj: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [path]
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            out += nodes(v, (*path, k))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            out += nodes(v, (*path, i))
-    return out
-
-
-def replace(obj: Any, path: tuple[Any, ...], value: Any) -> Any:
-    if not path:
-        return value
-    target = obj
-    for key in path[:-1]:
-        target = target[key]
-    target[path[-1]] = value
-    return obj
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -79,8 +40,8 @@ def test_mutated_objects_get_a_verdict_and_applicable_patches(seed: int) -> None
             body = json.dumps(envelope).encode()
             req = review.parse(json.loads(body))
             for decide in (admission.validate, admission.mutate):
-                outcome = decide(req, POLICY, body)
-                response = outcome.response["response"]
+                outcome = decide(req, POLICY, watched_in(body))
+                response = review.respond(req, outcome)["response"]
                 assert response["uid"] == req.uid
                 if outcome.decision == "malformed":
                     seen["malformed"] += 1
@@ -110,6 +71,6 @@ def test_mutated_envelopes_are_rejected_or_judged(seed: int) -> None:
                 rejected += 1
                 continue
             for decide in (admission.validate, admission.mutate):
-                assert decide(req, POLICY).response["response"]["uid"] == req.uid
+                assert review.respond(req, decide(req, POLICY))["response"]["uid"] == req.uid
             judged += 1
     assert rejected and judged

@@ -8,7 +8,7 @@ import json
 from aiohttp.test_utils import TestClient, TestServer
 
 from tests.apiserver import ApiServer
-from tests.builders import container, pod
+from tests.helpers import container, pod
 from webhook import admission, server
 from webhook.config import from_mapping
 

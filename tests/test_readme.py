@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.conftest import Server
+from tests.helpers import Server
 from webhook.config import DEFAULTS, from_mapping
 from webhook.policy import RULE_IDS
 from webhook.policy.registry import MUTATIONS

@@ -9,8 +9,7 @@ import warnings
 import pytest
 
 from tests.apiserver import ApiServer
-from tests.builders import container, pod, wrap
-from tests.conftest import Server
+from tests.helpers import Server, container, pod, wrap
 
 LD = {"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"}
 

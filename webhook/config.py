@@ -106,8 +106,14 @@ def _shipped() -> Settings:
 
 
 def default_policy(**changes: Any) -> Policy:
-    """The policy that ships (every default), with `changes` (Policy field names) applied."""
-    return replace(_shipped().policy, **changes)
+    """The policy that ships (every default), with `changes` (Policy field names) applied.
+
+    `modes` is merged into the shipped modes: name only the rules whose mode changes.
+    """
+    shipped = _shipped().policy
+    if "modes" in changes:
+        changes["modes"] = {**shipped.modes, **changes["modes"]}
+    return replace(shipped, **changes)
 
 
 def load(path: str | os.PathLike[str] | None, environ: Mapping[str, str] | None = None) -> Settings:

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from tests.builders import container, pod
-from webhook import policy
+from tests.helpers import POLICY, container, pod
 from webhook.config import from_mapping
-from webhook.policy import Policy, ShapeError
+from webhook.policy import Policy, ShapeError, engine, group_of
 
 BAD = {"metadata": {}, "spec": {"containers": [container("t", gpu=2, request=1)]}}  # JSON numbers, as CRDs keep them
 GOOD = {"metadata": {}, "spec": {"containers": [container("t", gpu=1)]}}
 
 
 def paths(obj: dict, p: Policy | None = None) -> list[str]:
-    p = p or Policy()
-    found = policy.check(obj, policy.group_of(obj["apiVersion"]), obj["kind"], p)
+    p = p or POLICY
+    found = engine.find_violations(obj, group_of(obj["apiVersion"]), obj["kind"], p)
     assert found is not None
     return [v.path for v in found]
 
@@ -137,11 +136,10 @@ def test_custom_resources_config_errors() -> None:
 
 def test_crd_templates_are_never_mutated() -> None:
     obj, _ = CASES["volcano"]
-    assert policy.view(obj, "batch.volcano.sh", "Job", Policy()) is not None
-    view = policy.view(obj, "batch.volcano.sh", "Job", Policy())
-    assert view is not None and policy.mutate(view, Policy()).ops == []
+    views = engine.pod_views(obj, "batch.volcano.sh", "Job", POLICY)
+    assert views and all(engine.mutate(v, POLICY).ops == [] for v in views)
 
 
 def test_pods_still_single_view() -> None:
-    views = policy.views(pod(container()), "", "Pod", Policy())
+    views = engine.pod_views(pod(container()), "", "Pod", POLICY)
     assert views is not None and len(views) == 1 and views[0].is_pod

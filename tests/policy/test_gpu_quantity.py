@@ -1,12 +1,9 @@
 import pytest
 
-from tests.builders import SPEC_PATH, container, pod, wrap
-from webhook.policy import Policy
-
-from .helpers import run
+from tests.helpers import SPEC_PATH, container, default_policy, pod, run, wrap
 
 ID = "gpu-quantity"
-SHARED_OFF = Policy(shared_gpu=False)
+SHARED_OFF = default_policy(shared_gpu=False)
 
 
 @pytest.mark.parametrize(
@@ -87,5 +84,5 @@ def test_templates_name_the_full_path(kind: str) -> None:
 
 def test_custom_resource_name() -> None:
     p = pod({"name": "c", "resources": {"limits": {"nvidia.com/mig-1g.5gb": "1.5", "nvidia.com/gpu": "1.5"}}})
-    found = run(p, Policy(resource_name="nvidia.com/mig-1g.5gb"), rule=ID)
+    found = run(p, default_policy(resource_name="nvidia.com/mig-1g.5gb"), rule=ID)
     assert [v.path for v in found] == ['spec.containers[0].resources.limits["nvidia.com/mig-1g.5gb"]']

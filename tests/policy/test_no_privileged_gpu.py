@@ -1,8 +1,6 @@
 import pytest
 
-from tests.builders import SPEC_PATH, container, pod, wrap
-
-from .helpers import run
+from tests.helpers import SPEC_PATH, container, pod, run, wrap
 
 ID = "no-privileged-gpu"
 

@@ -1,9 +1,7 @@
 import pytest
 
-from tests.builders import SPEC_PATH, container, pod, wrap
+from tests.helpers import SPEC_PATH, container, pod, run, wrap
 from webhook.policy.nvidia import grants_devices
-
-from .helpers import run
 
 ID = "no-visible-devices-env"
 

@@ -2,13 +2,12 @@
 
 import pytest
 
-from tests.builders import container, pod, wrap
-from webhook import policy
-from webhook.policy import Policy, ShapeError
+from tests.helpers import POLICY, container, pod, wrap
+from webhook.policy import ShapeError, engine
 
 
 def build(obj: dict, kind: str = "Pod", group: str = "") -> None:
-    policy.view(obj, group, kind, Policy())
+    engine.pod_views(obj, group, kind, POLICY)
 
 
 @pytest.mark.parametrize(
@@ -73,5 +72,5 @@ def test_template_paths_in_shape_errors() -> None:
 
 
 def test_unknown_kinds_are_not_policed() -> None:
-    assert policy.view({"spec": {}}, "", "Service", Policy()) is None
-    assert policy.view({"spec": {}}, "example.com", "Deployment", Policy()) is None
+    assert engine.pod_views({"spec": {}}, "", "Service", POLICY) is None
+    assert engine.pod_views({"spec": {}}, "example.com", "Deployment", POLICY) is None

@@ -30,7 +30,9 @@ RULES: tuple[Rule, ...] = (
     visible_devices_envfrom.RULE,
 )
 
-OBJECT_RULES: tuple[ObjectRule, ...] = (gpu_limitrange.RULE,)
+OBJECT_RULES: tuple[ObjectRule, ...] = (
+    gpu_limitrange.RULE,
+)
 
 MUTATIONS: tuple[Mutation, ...] = (
     ld_library_path.MUTATION,

@@ -83,36 +83,6 @@ true
 {{- end -}}
 {{- end -}}
 
-{{/* CEL: does this container touch anything gpu-policy judges? `c` is the variable name. */}}
-{{- define "gpu-policy.celContainerTouchesGpu" -}}
-{{- $r := .Values.policy.gpuResourceName -}}
-(has(c.resources) && ((has(c.resources.limits) && '{{ $r }}' in c.resources.limits) || (has(c.resources.requests) && '{{ $r }}' in c.resources.requests))) || (has(c.env) && c.env.exists(e, e.name.startsWith('NVIDIA_'))) || (has(c.securityContext) && ((has(c.securityContext.privileged) && c.securityContext.privileged) || (has(c.securityContext.capabilities) && has(c.securityContext.capabilities.add)))) || (has(c.volumeMounts) && c.volumeMounts.exists(m, m.mountPath.contains('nvidia-container-devices')))
-{{- end -}}
-
-{{/* Webhook rules for the custom resources switched on in webhook.customResources. */}}
-{{- define "gpu-policy.customResourceRules" -}}
-{{- $table := dict
-  "volcano" (list "batch.volcano.sh" (list "jobs"))
-  "kubeflow" (list "kubeflow.org" (list "pytorchjobs" "tfjobs" "mpijobs" "xgboostjobs" "paddlejobs"))
-  "ray" (list "ray.io" (list "rayclusters" "rayjobs" "rayservices"))
-  "jobset" (list "jobset.x-k8s.io" (list "jobsets"))
-  "leaderworkerset" (list "leaderworkerset.x-k8s.io" (list "leaderworkersets"))
--}}
-{{- range $name, $on := .Values.webhook.customResources }}
-{{- if $on }}
-{{- $entry := index $table $name }}
-- apiGroups: [{{ index $entry 0 | quote }}]
-  apiVersions: ["*"]
-  operations: ["CREATE", "UPDATE"]
-  resources: {{ index $entry 1 | toJson }}
-  scope: Namespaced
-{{- end }}
-{{- end }}
-{{- with .Values.webhook.extraWorkloadRules }}
-{{ toYaml . }}
-{{- end }}
-{{- end -}}
-
 {{/* The caBundle for the webhook configurations, when the chart knows it. */}}
 {{- define "gpu-policy.caBundle" -}}
 {{- if eq .Values.certificates.mode "provided" -}}

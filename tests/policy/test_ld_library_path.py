@@ -1,4 +1,4 @@
-"""Mutations: exact operations, applied with jsonpatch, idempotent on the result."""
+"""ld-library-path: exact operations, applied with jsonpatch, idempotent on the result."""
 
 from __future__ import annotations
 
@@ -8,26 +8,21 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from tests.builders import container, pod, wrap
-from webhook import policy
-from webhook.policy import Policy
+from tests.helpers import container, default_policy, pod, view, wrap
+from webhook.policy import Policy, engine
 
 # Isolation (isolate-non-gpu) has its own tests; here it is off so each case shows one mutation.
-OLD = Policy(cluster_version=(1, 27), isolate_non_gpu=False)
-NEW = Policy(cluster_version=(1, 28), isolate_non_gpu=False)
-UNKNOWN = Policy(cluster_version=None, isolate_non_gpu=False)
+OLD = default_policy(cluster_version=(1, 27), isolate_non_gpu=False)
+NEW = default_policy(cluster_version=(1, 28), isolate_non_gpu=False)
+UNKNOWN = default_policy(cluster_version=None, isolate_non_gpu=False)
 LD = {"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"}
 
 
 def mutate(obj: dict[str, Any], p: Policy) -> tuple[list[dict[str, Any]], list[str], dict[str, Any]]:
-    view = policy.view(obj, policy.group_of(obj["apiVersion"]), obj["kind"], p)
-    assert view is not None
-    result = policy.mutate(view, p)
+    result = engine.mutate(view(obj, p), p)
     patched = jsonpatch.apply_patch(copy.deepcopy(obj), result.ops) if result.ops else obj
     # Idempotence: what comes out must not be patched again (reinvocationPolicy: IfNeeded).
-    again_view = policy.view(patched, policy.group_of(obj["apiVersion"]), obj["kind"], p)
-    assert again_view is not None
-    assert policy.mutate(again_view, p).ops == []
+    assert engine.mutate(view(patched, p), p).ops == []
     return result.ops, result.warnings, patched
 
 
@@ -90,68 +85,26 @@ def test_only_gpu_containers_of_pods_on_old_clusters() -> None:
     assert [op["path"] for op in ops] == ["/spec/initContainers/0/env", "/spec/containers/2/env"]
     assert mutate(p, NEW)[0] == []
     assert mutate(p, UNKNOWN)[0] == []
-    assert mutate(p, Policy(cluster_version=(1, 17), ld_library_path_enabled=False, isolate_non_gpu=False))[0] == []
+    off = default_policy(cluster_version=(1, 17), ld_library_path_enabled=False, isolate_non_gpu=False)
+    assert mutate(p, off)[0] == []
 
 
 def test_when_unset_warn_only_warns() -> None:
     ops, warnings, _ = mutate(
         pod(container("t", gpu=1)),
-        Policy(cluster_version=(1, 19), ld_library_path_when_unset="warn", isolate_non_gpu=False),
+        default_policy(cluster_version=(1, 19), ld_library_path_when_unset="warn", isolate_non_gpu=False),
     )
     assert ops == [] and "does not set LD_LIBRARY_PATH" in warnings[0]
 
 
 def test_configurable_directory() -> None:
-    ops, _, _ = mutate(
-        pod(container(gpu=1)), Policy(cluster_version=(1, 27), ld_library_path="/opt/nvidia/lib", isolate_non_gpu=False)
-    )
+    p = default_policy(cluster_version=(1, 27), ld_library_path="/opt/nvidia/lib", isolate_non_gpu=False)
+    ops, _, _ = mutate(pod(container(gpu=1)), p)
     assert ops[0]["value"] == [{"name": "LD_LIBRARY_PATH", "value": "/opt/nvidia/lib"}]
 
 
 def test_templates_are_never_mutated() -> None:
     assert mutate(wrap(pod(container(gpu=1)), "Deployment"), OLD)[0] == []
-
-
-ACC = Policy(accelerator_default="nvidia-t4", isolate_non_gpu=False)
-
-
-def test_node_selector_created() -> None:
-    ops, warnings, _out = mutate(pod(container(gpu=1)), ACC)
-    assert ops == [{"op": "add", "path": "/spec/nodeSelector", "value": {"accelerator": "nvidia-t4"}}]
-    assert "accelerator=nvidia-t4" in warnings[0]
-
-
-def test_node_selector_key_added_and_escaped() -> None:
-    p = Policy(accelerator_default="a100", accelerator_label="gpu.example.com/model", isolate_non_gpu=False)
-    ops, _, out = mutate(pod(container(gpu=1), nodeSelector={"zone": "a"}), p)
-    assert ops == [{"op": "add", "path": "/spec/nodeSelector/gpu.example.com~1model", "value": "a100"}]
-    assert out["spec"]["nodeSelector"] == {"zone": "a", "gpu.example.com/model": "a100"}
-
-
-def test_node_selector_respects_existing_choices() -> None:
-    assert mutate(pod(container(gpu=1), nodeSelector={"accelerator": "nvidia-v100"}), ACC)[0] == []
-    aff = {
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {"matchExpressions": [{"key": "accelerator", "operator": "In", "values": ["nvidia-v100"]}]}
-                ]
-            }
-        }
-    }
-    assert mutate(pod(container(gpu=1), affinity=aff), ACC)[0] == []
-    assert mutate(pod(container()), ACC)[0] == []  # no GPU, no GPU model
-    assert mutate(pod(container(gpu=1), nodeName="gpu-node-7"), ACC)[0] == []  # already bound
-    assert mutate(pod(container(gpu=1)), Policy(isolate_non_gpu=False))[0] == []  # no default configured
-
-
-def test_both_mutations_together_and_opt_out() -> None:
-    p = Policy(cluster_version=(1, 25), accelerator_default="nvidia-t4", isolate_non_gpu=False)
-    obj = pod(container(gpu=1))
-    ops, _, _ = mutate(obj, p)
-    assert [op["path"] for op in ops] == ["/spec/containers/0/env", "/spec/nodeSelector"]
-    obj["metadata"]["annotations"] = {"gpu-policy.io/mutate": "false"}
-    assert mutate(obj, p)[0] == []
 
 
 def test_invalid_objects_do_not_crash_mutation() -> None:

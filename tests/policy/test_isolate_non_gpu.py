@@ -2,26 +2,10 @@
 
 from __future__ import annotations
 
-import copy
+from tests.helpers import POLICY, VOID, container, default_policy, mutated, pod, view, wrap
+from webhook.policy import engine
 
-import jsonpatch
-
-from tests.builders import container, pod, wrap
-from webhook import policy
-from webhook.policy import Policy
-
-P = Policy()
-VOID = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}
-
-
-def mutated(obj: dict, p: Policy = P) -> tuple[list[dict], dict]:
-    view = policy.view(obj, policy.group_of(obj["apiVersion"]), obj["kind"], p)
-    assert view is not None
-    ops = policy.mutate(view, p).ops
-    out = jsonpatch.apply_patch(copy.deepcopy(obj), ops) if ops else obj
-    again = policy.view(out, policy.group_of(obj["apiVersion"]), obj["kind"], p)
-    assert again is not None and policy.mutate(again, p).ops == []  # idempotent
-    return ops, out
+P = POLICY
 
 
 def test_guide_isolation_pod_without_gpu_gets_void_everywhere() -> None:
@@ -59,7 +43,7 @@ def test_hand_set_all_is_not_rewritten_but_denied() -> None:
     obj = pod(container("c", env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]))
     ops, out = mutated(obj)
     assert ops == [] and out == obj
-    found = policy.check(out, "", "Pod", P)
+    found = engine.find_violations(out, "", "Pod", P)
     assert found is not None and [v.rule for v in found] == ["no-visible-devices-env"]
 
 
@@ -77,13 +61,11 @@ def test_opt_out_annotation_does_not_disable_isolation() -> None:
 
 
 def test_disabled_and_templates() -> None:
-    assert mutated(pod(container()), Policy(isolate_non_gpu=False))[0] == []
+    assert mutated(pod(container()), default_policy(isolate_non_gpu=False))[0] == []
     assert mutated(wrap(pod(container()), "Deployment"))[0] == []
 
 
 def test_only_new_ephemeral_containers_on_the_subresource() -> None:
     obj = pod(container("app"), ephemeralContainers=[container("old-debug"), container("debugger")])
-    view = policy.view(obj, "", "Pod", P)
-    assert view is not None
-    ops = policy.mutate_new_ephemeral(view, P, {"old-debug"}).ops
+    ops = engine.mutate_new_ephemeral(view(obj, P), P, {"old-debug"}).ops
     assert ops == [{"op": "add", "path": "/spec/ephemeralContainers/1/env", "value": [VOID]}]

@@ -1,8 +1,7 @@
 """Modes, ordering, messages and the UPDATE rule, on the assembled verdict."""
 
-from tests.builders import container, pod
-from webhook import policy
-from webhook.policy import Mode, Policy, Verdict
+from tests.helpers import POLICY, container, default_policy, pod
+from webhook.policy import Mode, Policy, Verdict, engine
 
 BAD = pod(
     container("a", gpu="1.5", privileged=True, env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]),
@@ -11,15 +10,15 @@ BAD = pod(
 
 
 def judge(obj: dict, p: Policy, old: dict | None = None) -> Verdict:
-    found = policy.check(obj, "", "Pod", p)
-    before = policy.check(old, "", "Pod", p) if old else None
+    found = engine.find_violations(obj, "", "Pod", p)
+    before = engine.find_violations(old, "", "Pod", p) if old else None
     assert found is not None
-    return policy.judge(found, p, before)
+    return engine.judge(found, p, before)
 
 
 def test_all_violations_at_once_in_registry_order() -> None:
-    v = judge(BAD, Policy())
-    assert [x.rule for x in v.deny] == [
+    v = judge(BAD, POLICY)
+    assert [x.rule for x in v.of(Mode.DENY)] == [
         "gpu-quantity",
         "gpu-requests-equal-limits",
         "no-visible-devices-env",
@@ -30,7 +29,7 @@ def test_all_violations_at_once_in_registry_order() -> None:
 
 
 def test_modes() -> None:
-    p = Policy(
+    p = default_policy(
         modes={
             "gpu-quantity": Mode.WARN,
             "gpu-requests-equal-limits": Mode.AUDIT,
@@ -39,7 +38,7 @@ def test_modes() -> None:
         }
     )
     v = judge(BAD, p)
-    assert [x.rule for x in v.deny] == ["no-privileged-gpu"]
+    assert [x.rule for x in v.of(Mode.DENY)] == ["no-privileged-gpu"]
     assert v.warnings() == [
         'would violate GPU policy: gpu-quantity (container "a": spec.containers[0].resources.limits["nvidia.com/gpu"] '
         'is "1.5": more than one GPU must be a whole number (a share is always of one card))'
@@ -50,7 +49,7 @@ def test_modes() -> None:
 
 def test_warnings_stay_short() -> None:
     long_name = "x" * 200
-    v = judge(pod(container(long_name, gpu="abc")), Policy(modes={"gpu-quantity": Mode.WARN}))
+    v = judge(pod(container(long_name, gpu="abc")), default_policy(modes={"gpu-quantity": Mode.WARN}))
     assert all(len(w) <= 256 for w in v.warnings())
 
 
@@ -58,6 +57,6 @@ def test_update_judges_only_what_changed() -> None:
     old = pod(container("a", gpu="1.5"))
     same = pod(container("a", gpu="1.5"))
     same["metadata"]["labels"] = {"new": "label"}
-    assert judge(same, Policy(), old).allowed
+    assert judge(same, POLICY, old).allowed
     worse = pod(container("a", gpu="1.5", privileged=True))
-    assert [x.rule for x in judge(worse, Policy(), old).deny] == ["no-privileged-gpu"]
+    assert [x.rule for x in judge(worse, POLICY, old).of(Mode.DENY)] == ["no-privileged-gpu"]

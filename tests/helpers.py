@@ -1,0 +1,266 @@
+"""Shared test helpers: builders for pods and workloads, the shipped policy, and the real server.
+
+Every test module imports from here (never from another test module). Builders state only
+what a test is about; `POLICY` is the policy that ships, so tests test what users run.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import yaml
+
+from tests.apiserver import ApiServer
+from webhook.config import default_policy
+from webhook.policy import PodView, Policy, Violation, engine, group_of
+
+POLICY = default_policy()
+CORPUS = Path(__file__).resolve().parent / "corpus"
+GPU = "nvidia.com/gpu"
+VOID = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}
+
+
+def container(
+    name: str = "main",
+    *,
+    gpu: Any = None,
+    request: Any = None,
+    env: list[dict[str, Any]] | None = None,
+    privileged: bool | None = None,
+    caps: list[str] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    c: dict[str, Any] = {"name": name, "image": "nvidia/cuda:12.4.0-base-ubuntu22.04", **extra}
+    resources: dict[str, Any] = {}
+    if gpu is not None:
+        resources["limits"] = {GPU: gpu}
+    if request is not None:
+        resources["requests"] = {GPU: request}
+    if resources:
+        c["resources"] = resources
+    if env is not None:
+        c["env"] = env
+    sc: dict[str, Any] = {}
+    if privileged is not None:
+        sc["privileged"] = privileged
+    if caps is not None:
+        sc["capabilities"] = {"add": caps}
+    if sc:
+        c["securityContext"] = sc
+    return c
+
+
+def pod(*containers: dict[str, Any], name: str = "p", namespace: str = "ml", **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"containers": list(containers) or [container()], **spec},
+    }
+
+
+def wrap(p: dict[str, Any], kind: str) -> dict[str, Any]:
+    """The pod's metadata and spec as the template of a workload of `kind`."""
+    template = {"metadata": {"labels": {"app": "x"}}, "spec": copy.deepcopy(p["spec"])}
+    meta = {"name": "w", "namespace": p["metadata"].get("namespace", "ml")}
+    selector = {"matchLabels": {"app": "x"}}
+    if kind == "Pod":
+        return copy.deepcopy(p)
+    if kind == "PodTemplate":
+        return {"apiVersion": "v1", "kind": kind, "metadata": meta, "template": template}
+    if kind == "ReplicationController":
+        return {
+            "apiVersion": "v1",
+            "kind": kind,
+            "metadata": meta,
+            "spec": {"selector": {"app": "x"}, "template": template},
+        }
+    if kind in ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"):
+        spec: dict[str, Any] = {"selector": selector, "template": template}
+        if kind == "StatefulSet":
+            spec["serviceName"] = "w"
+        return {"apiVersion": "apps/v1", "kind": kind, "metadata": meta, "spec": spec}
+    if kind == "Job":
+        template["spec"].setdefault("restartPolicy", "Never")
+        return {"apiVersion": "batch/v1", "kind": kind, "metadata": meta, "spec": {"template": template}}
+    if kind == "CronJob":
+        template["spec"].setdefault("restartPolicy", "Never")
+        return {
+            "apiVersion": "batch/v1",
+            "kind": kind,
+            "metadata": meta,
+            "spec": {"schedule": "0 * * * *", "jobTemplate": {"spec": {"template": template}}},
+        }
+    raise ValueError(kind)
+
+
+SPEC_PATH = {
+    "Pod": "spec",
+    "PodTemplate": "template.spec",
+    "ReplicationController": "spec.template.spec",
+    "Deployment": "spec.template.spec",
+    "ReplicaSet": "spec.template.spec",
+    "StatefulSet": "spec.template.spec",
+    "DaemonSet": "spec.template.spec",
+    "Job": "spec.template.spec",
+    "CronJob": "spec.jobTemplate.spec.template.spec",
+}
+
+
+# ---------------------------------------------------------------- the policy core
+
+
+def run(obj: dict[str, Any], policy: Policy | None = None, rule: str | None = None) -> list[Violation]:
+    """Violations of `obj` (optionally of one rule only) under `policy` (default: the shipped one)."""
+    policy = policy or POLICY
+    found = engine.find_violations(obj, group_of(obj["apiVersion"]), obj["kind"], policy)
+    assert found is not None
+    return [v for v in found if rule is None or v.rule == rule]
+
+
+def view(obj: dict[str, Any], policy: Policy | None = None) -> PodView:
+    """The one pod view of a Pod or a built-in controller."""
+    found = engine.pod_views(obj, group_of(obj["apiVersion"]), obj["kind"], policy or POLICY)
+    assert found is not None and len(found) == 1
+    return found[0]
+
+
+def mutated(obj: dict[str, Any], policy: Policy | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The patch for a Pod and the Pod it makes, checking that mutating again changes nothing."""
+    policy = policy or POLICY
+    ops = engine.mutate(view(obj, policy), policy).ops
+    out = jsonpatch.apply_patch(copy.deepcopy(obj), ops) if ops else obj
+    assert engine.mutate(view(out, policy), policy).ops == []  # idempotent
+    return ops, out
+
+
+# ---------------------------------------------------------------- fuzzing: seeded, bounded random damage
+
+
+def corpus() -> dict[str, dict[str, Any]]:
+    """tests/corpus/*.yaml by file name: one manifest each, shaped after the projects' own examples."""
+    return {p.name: yaml.safe_load(p.read_text()) for p in sorted(CORPUS.glob("*.yaml"))}
+
+
+def base_objects() -> list[dict[str, Any]]:
+    """What the fuzzer starts from: the corpus and the benchmark's pods."""
+    from bench.reviews import pods
+
+    return list(corpus().values()) + list(pods().values())
+
+
+def junk(rng: random.Random, depth: int = 0) -> Any:
+    choice = rng.randrange(9 if depth < 2 else 7)
+    if choice == 7:
+        return [junk(rng, depth + 1) for _ in range(rng.randrange(3))]
+    if choice == 8:
+        return {rng.choice(["name", "value", "env", "limits", "nvidia.com/gpu", "x"]): junk(rng, depth + 1)}
+    return [None, True, rng.randint(-5, 5), rng.random() * 3, "", "all", "nvidia.com/gpu"][choice]
+
+
+def nodes(obj: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [path]
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out += nodes(v, (*path, k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            out += nodes(v, (*path, i))
+    return out
+
+
+def replace(obj: Any, path: tuple[Any, ...], value: Any) -> Any:
+    if not path:
+        return value
+    target = obj
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return obj
+
+
+# ---------------------------------------------------------------- the real server
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """A `gpu-policy serve` process on a free loopback port."""
+
+    def __init__(
+        self, cert_dir: Path, config: dict[str, Any] | None, tmp: Path, args: list[str], service: tuple[str, str]
+    ) -> None:
+        self.cert_dir = cert_dir
+        self.service = service
+        self.port = free_port()
+        cmd = [
+            sys.executable,
+            "-m",
+            "webhook",
+            "serve",
+            "--cert-dir",
+            str(cert_dir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            *args,
+        ]
+        if config is not None:
+            path = tmp / f"config-{self.port}.yaml"
+            path.write_text(yaml.safe_dump(config))
+            cmd += ["--config", str(path)]
+        self.log = tmp / f"server-{self.port}.log"
+        self._log = self.log.open("wb")
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+        self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log.read_text()}")
+            client = self.client()
+            try:
+                if client.get("/readyz").status == 200:
+                    return
+            except OSError:
+                time.sleep(0.05)
+            finally:
+                client.close()
+        raise RuntimeError(f"server not ready after {timeout}s:\n{self.log.read_text()}")
+
+    def client(self, **kw: Any) -> ApiServer:
+        kw.setdefault("service", self.service[0])
+        kw.setdefault("namespace", self.service[1])
+        return ApiServer(self.port, str(self.cert_dir / "ca.crt"), **kw)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)  # SIGTERM would drain for server.drainSeconds first
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        return self.proc.returncode
+
+

@@ -1,0 +1,31 @@
+"""gpu-limitrange: LimitRange defaults would hand every container a GPU."""
+
+from __future__ import annotations
+
+from tests.helpers import POLICY, default_policy
+from webhook.policy import Mode, engine
+
+
+def limit_range(**limits: dict) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": {"name": "l", "namespace": "ml"},
+        "spec": {"limits": [{"type": "Container", **limits}]},
+    }
+
+
+def test_limitrange_defaults() -> None:
+    lr = limit_range(
+        default={"nvidia.com/gpu": "1", "cpu": "1"}, defaultRequest={"nvidia.com/gpu": 1}, max={"nvidia.com/gpu": "4"}
+    )
+    found = engine.find_violations(lr, "", "LimitRange", POLICY)
+    assert found is not None
+    assert [v.path for v in found] == [
+        'spec.limits[0].default["nvidia.com/gpu"]',
+        'spec.limits[0].defaultRequest["nvidia.com/gpu"]',
+    ]
+    assert found[0].describe().startswith('gpu-limitrange (LimitRange: spec.limits[0].default["nvidia.com/gpu"] is "1"')
+    fine = limit_range(default={"cpu": "1"}, max={"nvidia.com/gpu": "2"})
+    assert engine.find_violations(fine, "", "LimitRange", POLICY) == []
+    assert engine.find_violations(lr, "", "LimitRange", default_policy(modes={"gpu-limitrange": Mode.OFF})) == []
