@@ -12,7 +12,7 @@ HOST    ?= 127.0.0.1
 PORT    ?= 8443
 CERTS   := certs/dev
 
-.PHONY: all venv certs run test lint pytest helm bench bench-tools clean
+.PHONY: all venv certs run test lint generate pytest helm bench bench-tools clean
 
 all: test
 
@@ -40,9 +40,16 @@ $(HELM): | $(VENV)/.installed
 
 helm: $(HELM)
 
+# Everything derived from the rule registry and the config defaults (registry.py, the chart's
+# conditions and workload rules, values.yaml blocks, values.schema.json enums, README tables).
+generate: venv
+	$(PY) -m webhook.generate
+
 lint: venv
 	$(BIN)/ruff check webhook tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
+	$(PY) -m webhook.generate --check
 
 pytest: venv helm
 	HELM=$(abspath $(HELM)) $(BIN)/pytest

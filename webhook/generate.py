@@ -43,7 +43,9 @@ README = ROOT / "README.md"
 # (exemptNamespaces: webhook.excludedNamespaces are added), so its defaults differ.
 CHART_POLICY_DROP = ("webhookNamespace",)
 CHART_POLICY_OVERRIDES: dict[str, Any] = {"exemptNamespaces": []}
-CHART_POLICY_COMMENTS = {"exemptNamespaces": "added to webhook.excludedNamespaces; the release namespace is always exempt"}
+CHART_POLICY_COMMENTS = {
+    "exemptNamespaces": "added to webhook.excludedNamespaces; the release namespace is always exempt",
+}
 
 
 # ---------------------------------------------------------------- the registry module
@@ -191,8 +193,7 @@ def _switch_gate(key: str) -> str:
 
 
 def template_source() -> str:
-    from .policy import MUTATIONS, RULES, Where
-    from .policy.engine import OBJECT_RULES
+    from .policy import MUTATIONS, OBJECT_RULES, RULES, Where
     from .policy.templates import WORKLOADS
 
     header = (
@@ -353,27 +354,34 @@ def readme_source(current: str) -> str:
     from .policy import ALL_RULES, MUTATIONS
     from .policy.templates import WORKLOADS
 
-    rows = ["| rule id | default | what | why | example message (after `violates GPU policy: `) |", "|---|---|---|---|---|"]
+    rows = [
+        "| rule id | default | what | why | example message (after `violates GPU policy: `) |",
+        "|---|---|---|---|---|",
+    ]
     for r in ALL_RULES:
         rows.append(
             f"| `{r.id}` | {r.default_mode.value} | {_cell(r.summary)} | {_cell(r.why)} | "
             f"`{_cell(example_message(r))}` |"
         )
-    text = _replace_block(current, "rules", "\n".join(rows) + "\n", start=MD_START, end=MD_END, source="README.md")
+    text = _md(current, "rules", rows)
 
     rows = ["| id | switched on by | what |", "|---|---|---|"]
     rows += [f"| `{m.id}` | `{m.switch}` | {_cell(m.summary)} |" for m in MUTATIONS]
-    text = _replace_block(text, "mutations", "\n".join(rows) + "\n", start=MD_START, end=MD_END, source="README.md")
+    text = _md(text, "mutations", rows)
 
     rows = ["| group | kind | template paths | chart switch |", "|---|---|---|---|"]
     for w in WORKLOADS:
         if w.chart_switch:
             paths = ", ".join(f"`{_path_text(p)}`" for p in w.templates.paths)
             rows.append(f"| `{w.group}` | `{w.kind}` | {paths} | `webhook.customResources.{w.chart_switch}` |")
-    text = _replace_block(text, "custom-resources", "\n".join(rows) + "\n", start=MD_START, end=MD_END, source="README.md")
+    text = _md(text, "custom-resources", rows)
 
     block = "```yaml\n" + "\n".join(yaml_lines(DEFAULTS, COMMENTS)) + "\n```\n"
     return _replace_block(text, "config", block, start=MD_START, end=MD_END, source="README.md")
+
+
+def _md(text: str, name: str, lines: list[str]) -> str:
+    return _replace_block(text, name, "\n".join(lines) + "\n", start=MD_START, end=MD_END, source="README.md")
 
 
 def _path_text(parts: tuple[str, ...]) -> str:

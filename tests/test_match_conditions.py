@@ -1,0 +1,222 @@
+"""Which pods reach the policy: the chart's CEL and the raw-body screen select every pod it acts on.
+
+Both are derived from the rules' triggers (webhook.generate, webhook.screen); a condition that
+is too narrow is a silent bypass. So, for several policies, the chart is rendered with a real
+helm, its matchConditions are evaluated with a CEL implementation (cel-python), and for every
+pod the policy would deny, warn about, audit or patch, both the CEL and the screen must say
+"send it". The pods: the corpus (templates as the pods they become), the benchmark's pods, each
+rule's own example, and fuzzed pods that still pass the Kubernetes Pod schema (only those can
+reach a webhook: the API server decodes into typed objects first).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import celpy
+import kubernetes_validate
+import pytest
+
+from bench.reviews import pods
+from tests.apiserver import ApiServer
+from tests.chart import find, render
+from tests.helpers import container, corpus, junk, nodes, pod, replace
+from webhook.config import from_mapping
+from webhook.policy import ALL_RULES, RULES, Policy, ShapeError, engine
+from webhook.policy.objects import find_templates
+from webhook.policy.templates import expand
+from webhook.screen import Screen, watched_in
+
+# Policies as platform teams write them (values.policy = the config file).
+CONFIGS: dict[str, dict[str, Any]] = {
+    "shipped, old cluster, default model": {"clusterVersion": "1.27", "acceleratorNodeSelector": {"default": "t4"}},
+    "isolation off": {"clusterVersion": "1.27", "acceleratorNodeSelector": {"default": "t4"}, "isolateNonGpu": False},
+    "renamed resource and label, some rules off": {
+        "clusterVersion": "1.25",
+        "gpuResourceName": "nvidia.com/mig-1g.5gb",
+        "acceleratorNodeSelector": {"labelKey": "cloud.google.com/gke-accelerator", "default": "nvidia-l4"},
+        "isolateNonGpu": False,
+        "rules": {"no-visible-devices-env": "off", "gpu-quantity": "audit", "visible-devices-envfrom": "deny"},
+    },
+}
+
+AFFINITY = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "accelerator", "operator": "Exists"}]}]
+        }
+    }
+}
+NVD_ALL = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+# Hand-picked corners: every container list, every way to be a GPU pod.
+HAND = {
+    "visible devices in init": pod(container(), initContainers=[container("i", env=NVD_ALL)]),
+    "visible devices in ephemeral": pod(container(), ephemeralContainers=[container("d", env=NVD_ALL)]),
+    "privileged sidecar pinned by selector": pod(container(privileged=True), nodeSelector={"accelerator": "t4"}),
+    "sys_admin pinned by affinity": pod(container(caps=["SYS_ADMIN"]), affinity=AFFINITY),
+    "privileged ephemeral in gpu pod": pod(container(gpu=1), ephemeralContainers=[container("d", privileged=True)]),
+    "gpu in init only": pod(container(), initContainers=[container("i", gpu=1)]),
+    "requests only": pod(container(request="1")),
+    "plain web pod": pod(container("web", env=[{"name": "PORT", "value": "80"}])),
+    # For the renamed-resource policy: a MIG request, and a GKE accelerator label.
+    "mig request": pod(container(resources={"limits": {"nvidia.com/mig-1g.5gb": 1}})),
+    "mig 1.5": pod(container(resources={"limits": {"nvidia.com/mig-1g.5gb": "1.5"}})),
+    "privileged on gke gpu nodes": pod(
+        container(privileged=True), nodeSelector={"cloud.google.com/gke-accelerator": "nvidia-l4"}
+    ),
+}
+SHIPPED = from_mapping(CONFIGS["shipped, old cluster, default model"], environ={}).policy
+FUZZ_ROUNDS = 8  # per base pod and seed; only schema-valid results are kept
+
+
+def as_pods(obj: dict[str, Any], policy: Policy) -> list[dict[str, Any]]:
+    """`obj` if it is a Pod, else the Pods its templates become."""
+    if obj.get("kind") == "Pod":
+        return [obj]
+    group = obj["apiVersion"].rpartition("/")[0] if "/" in obj["apiVersion"] else ""
+    templates = find_templates(group, obj["kind"], policy)
+    out = []
+    for pattern in templates.paths if templates else ():
+        for keys in expand(obj, pattern):
+            node: Any = obj
+            for key in keys:
+                node = node[key]
+            meta = {"name": "from-template", "namespace": "ml", **node.get("metadata", {})}
+            out.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": node["spec"]})
+    return out
+
+
+def example_pod(rule: Any) -> dict[str, Any]:
+    meta = {"name": "ex", **rule.example.get("metadata", {})}
+    return {"apiVersion": "v1", "kind": "Pod", **rule.example, "metadata": meta}
+
+
+def fuzzed(bases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for seed in range(3):
+        rng = random.Random(seed)
+        for base in bases:
+            for _ in range(FUZZ_ROUNDS):
+                obj = copy.deepcopy(base)
+                path = rng.choice([p for p in nodes(obj) if len(p) > 2 and p[0] == "spec"])
+                obj = replace(obj, path, junk(rng))
+                try:
+                    kubernetes_validate.validate(obj, "1.30.0", strict=True)
+                except (kubernetes_validate.ValidationError, kubernetes_validate.utils.SchemaNotFoundError):
+                    continue
+                except Exception:
+                    continue
+                try:
+                    engine.pod_view(obj, SHIPPED)
+                except ShapeError:
+                    continue  # denied as malformed (code 400) wherever it is sent, and the API server rejects it
+                out.append(obj)
+    return out
+
+
+def population() -> dict[str, dict[str, Any]]:
+    shipped = SHIPPED
+    found: dict[str, dict[str, Any]] = {}
+    for name, obj in corpus().items():
+        for i, p in enumerate(as_pods(obj, shipped)):
+            found[f"corpus {name} #{i}"] = p
+    for name, p in pods().items():
+        found[f"bench {name}"] = p
+    for rule in RULES:
+        found[f"example {rule.id}"] = example_pod(rule)
+    for name, p in HAND.items():
+        found[f"hand {name}"] = p
+    bases = [p for p in found.values()]
+    for i, p in enumerate(fuzzed(bases)):
+        found[f"fuzzed #{i}"] = p
+    return found
+
+
+POPULATION = population()
+
+
+def compile_conditions(config: dict[str, Any], tmp: Path) -> dict[str, list[Any] | None]:
+    docs = render({"policy": config}, kube_version="1.30.0", tmp=tmp)
+    assert isinstance(docs, list)
+    env = celpy.Environment()
+    hooks = find(docs, "MutatingWebhookConfiguration")["webhooks"] + find(docs, "ValidatingWebhookConfiguration")[
+        "webhooks"
+    ]
+    return {
+        h["name"]: [env.program(env.compile(c["expression"])) for c in h["matchConditions"]]
+        if "matchConditions" in h
+        else None
+        for h in hooks
+    }
+
+
+def sent(programs: list[Any] | None, obj: dict[str, Any]) -> bool:
+    if programs is None:
+        return True  # a webhook without matchConditions sees every pod
+    activation = {"object": celpy.json_to_cel(obj)}
+    results = [p.evaluate(activation) for p in programs]
+    for r in results:
+        assert not isinstance(r, celpy.CELEvalError), f"CEL failed on a schema-valid pod: {r}"
+    return all(bool(r) for r in results)
+
+
+def body(obj: dict[str, Any]) -> bytes:
+    return json.dumps(ApiServer.build(obj), separators=(",", ":")).encode()
+
+
+@pytest.mark.parametrize("config_name", list(CONFIGS))
+def test_everything_the_policy_acts_on_is_sent_and_not_screened(
+    config_name: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    config = CONFIGS[config_name]
+    policy = from_mapping(config, environ={}).policy
+    conditions = compile_conditions(config, tmp_path_factory.mktemp("cel"))
+    screen = Screen.for_policy(policy)
+    acted = {"validate": 0, "mutate": 0, "ignored": 0}
+    for name, obj in POPULATION.items():
+        raw = body(obj)
+        view = engine.pod_view(obj, policy, watched_in(raw))
+        violates = bool(engine.pod_violations(view, policy))
+        mutates = bool(engine.mutate(view, policy).ops)
+        if violates:
+            acted["validate"] += 1
+            assert sent(conditions["pods.validate.gpu-policy.io"], obj), f"{name}: CEL skips a pod the rules judge"
+            assert screen.may_validate(raw), f"{name}: the screen skips a pod the rules judge"
+        if mutates:
+            acted["mutate"] += 1
+            assert sent(conditions["mutate.gpu-policy.io"], obj), f"{name}: CEL skips a pod the mutations patch"
+            assert screen.may_mutate(raw), f"{name}: the screen skips a pod the mutations patch"
+        if not violates and not mutates:
+            acted["ignored"] += 1
+    # The population must exercise both sides, or the property proves nothing.
+    assert acted["validate"] >= 3 and acted["mutate"] >= 1 and acted["ignored"] >= 5, acted
+    assert sum(name.startswith("fuzzed") for name in POPULATION) >= 100
+
+
+def test_plain_pods_skip_the_pods_webhook(tmp_path: Path) -> None:
+    conditions = compile_conditions(CONFIGS["shipped, old cluster, default model"], tmp_path)
+    assert not sent(conditions["pods.validate.gpu-policy.io"], HAND["plain web pod"])
+    assert not sent(conditions["pods.validate.gpu-policy.io"], pod(container(resources={"limits": {"cpu": "1"}})))
+
+
+def test_every_rule_example_is_judged_by_its_rule() -> None:
+    from webhook.config import default_policy
+
+    policy = default_policy()
+    for rule in ALL_RULES:
+        if rule in RULES:
+            found = engine.pod_violations(engine.pod_view(example_pod(rule), policy), policy)
+        else:
+            found = rule.check(rule.example, policy)
+        assert rule.id in {v.rule for v in found}, rule.id
+
+
+def test_a_rule_switched_off_drops_its_condition(tmp_path: Path) -> None:
+    off = {"rules": {r.id: "off" for r in RULES}}
+    conditions = compile_conditions(off, tmp_path)
+    everything = pod(container(gpu=1, privileged=True, env=NVD_ALL), hostPID=True)
+    assert not sent(conditions["pods.validate.gpu-policy.io"], everything)

@@ -1,0 +1,67 @@
+"""The registry is the one description of the policy: every rule and mutation is complete everywhere.
+
+Adding a rule is one rule module, its test module and `make generate`; this module fails
+until all three are done (and `make lint` fails while a generated file is stale).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from webhook import generate
+from webhook.config import DEFAULTS, default_policy
+from webhook.policy import ALL_RULES, MUTATIONS, RULE_IDS, Mode, Where
+
+ROOT = Path(__file__).resolve().parent.parent
+ITEMS = [(r.id, r.check.__module__) for r in ALL_RULES] + [(m.id, m.mutate.__module__) for m in MUTATIONS]
+
+
+@pytest.mark.parametrize(("item_id", "module"), ITEMS)
+def test_every_rule_and_mutation_has_its_own_tests_and_docs(item_id: str, module: str) -> None:
+    name = module.rsplit(".", 1)[1]
+    assert name.replace("_", "-") == item_id, "a module is named after its id"
+    assert (ROOT / "tests" / "policy" / f"test_{name}.py").is_file(), f"tests/policy/test_{name}.py is missing"
+    readme = (ROOT / "README.md").read_text()
+    assert f"| `{item_id}` |" in readme, "the README's generated table lacks it: run make generate"
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=lambda r: r.id)
+def test_every_rule_is_described_and_reaches_the_chart(rule: object) -> None:
+    from webhook.policy import ObjectRule, Rule
+
+    assert isinstance(rule, Rule | ObjectRule)
+    assert rule.summary.strip() and rule.why.strip() and rule.reads and rule.triggers
+    values = yaml.safe_load((ROOT / "charts" / "gpu-policy" / "values.yaml").read_text())
+    assert values["policy"]["rules"][rule.id] == rule.default_mode.value
+    assert DEFAULTS["rules"][rule.id] == rule.default_mode.value
+    assert default_policy().mode(rule.id) is rule.default_mode
+
+
+def test_ids_are_unique_and_stable_in_shape() -> None:
+    ids = [*RULE_IDS, *(m.id for m in MUTATIONS)]
+    assert len(ids) == len(set(ids))
+    assert all(i == i.lower() and " " not in i for i in ids)
+
+
+def test_mutations_declare_how_they_are_switched_on() -> None:
+    for m in MUTATIONS:
+        head, _, rest = m.switch.partition(".")
+        assert head in DEFAULTS and (not rest or rest in DEFAULTS[head]), m.switch
+        assert m.triggers and m.summary.strip()
+    isolation = [m for m in MUTATIONS if any(t.where is Where.EVERY_POD for t in m.triggers)]
+    assert all(not m.opt_out for m in isolation), "an every-pod protection must not honour the opt-out annotation"
+
+
+def test_shipped_policy_is_the_documented_one() -> None:
+    # The unit tests' POLICY is this one: what ships, not a hand-made Policy().
+    p = default_policy()
+    assert p.modes == {r.id: r.default_mode for r in ALL_RULES}
+    assert p.isolate_non_gpu and p.shared_gpu and p.resource_name == DEFAULTS["gpuResourceName"]
+    assert all(mode is not Mode.OFF for mode in p.modes.values())
+
+
+def test_generated_files_are_fresh() -> None:
+    assert generate.main(["--check"]) == 0, "run `make generate`"
