@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from webhook.config import DEFAULTS, ConfigError, from_mapping, load, parse_version
-from webhook.policy import RULE_IDS, Mode
+from webhook.policy import ALL_RULES, RULE_IDS
 
 
 def problems(data: object) -> list[str]:
@@ -15,7 +15,7 @@ def problems(data: object) -> list[str]:
 def test_defaults() -> None:
     s = from_mapping({}, environ={})
     assert s.policy.exempt_namespaces == frozenset({"kube-system"})
-    assert all(s.policy.mode(r) is (Mode.WARN if r == "visible-devices-envfrom" else Mode.DENY) for r in RULE_IDS)
+    assert all(s.policy.mode(r.id) is r.default_mode for r in ALL_RULES)  # the registry's defaults
     assert s.policy.isolate_non_gpu is True and s.policy.custom_templates == {}
     assert s.cluster_version_auto and s.policy.cluster_version is None
     assert s.policy.shared_gpu and s.max_request_bytes == 8 * 1024 * 1024

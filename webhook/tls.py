@@ -38,7 +38,6 @@ class CertReloader:
         self.context = new_context(self.cert, self.key)  # fails fast at start-up
         self.context.sni_callback = self._pick
         self.current = self.context
-        self.reloads = 0
         self.on_reload: Callable[[], None] | None = None
 
     def _pick(self, sslobj: ssl.SSLObject, _server_name: str | None, _ctx: ssl.SSLContext) -> None:
@@ -70,7 +69,6 @@ class CertReloader:
             return False
         self._digest = digest
         self.current = fresh
-        self.reloads += 1
         if self.on_reload is not None:
             self.on_reload()
         log.info("serving the new certificate from %s", self.cert)
