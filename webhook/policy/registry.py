@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .mutations import accelerator_node_selector, isolate_non_gpu, ld_library_path
 from .rules import (
+    driver_capabilities_non_gpu,
     gpu_limitrange,
     gpu_quantity,
     gpu_requests_equal_limits,
@@ -28,6 +29,7 @@ RULES: tuple[Rule, ...] = (
     no_cdi_annotations.RULE,
     no_host_namespaces_gpu.RULE,
     visible_devices_envfrom.RULE,
+    driver_capabilities_non_gpu.RULE,
 )
 
 OBJECT_RULES: tuple[ObjectRule, ...] = (

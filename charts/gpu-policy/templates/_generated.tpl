@@ -16,6 +16,7 @@ every pod the policy acts on.
 {{- if ne (index $p.rules "no-gpu-device-hostpath" | default "deny") "off" }}{{- $ps = append $ps "(has(object.spec.volumes) && object.spec.volumes.exists(v, has(v.hostPath)))" -}}{{- end }}
 {{- if ne (index $p.rules "no-gpu-device-hostpath" | default "deny") "off" }}{{- $cs = append $cs (printf "(has(c.volumeMounts) && c.volumeMounts.exists(m, m.mountPath.contains('%s')))" "nvidia-container-devices") -}}{{- end }}
 {{- if ne (index $p.rules "no-cdi-annotations" | default "deny") "off" }}{{- $ps = append $ps (printf "(has(object.metadata.annotations) && object.metadata.annotations.exists(k, k.contains('%s')))" "cdi.k8s.io/") -}}{{- end }}
+{{- if ne (index $p.rules "driver-capabilities-non-gpu" | default "deny") "off" }}{{- $cs = append $cs (printf "(has(c.env) && c.env.exists(e, e.name == '%s'))" "NVIDIA_DRIVER_CAPABILITIES") -}}{{- end }}
 {{- if $cs -}}
 {{- $in := join " || " $cs -}}
 {{- $ps = prepend $ps (printf "(has(object.spec.ephemeralContainers) && object.spec.ephemeralContainers.exists(c, %s))" $in) -}}
