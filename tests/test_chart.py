@@ -270,3 +270,19 @@ def test_custom_resource_webhook_rules_are_opt_in(tmp_path: Path) -> None:
 def test_mutating_match_conditions_only_without_isolation(tmp_path: Path) -> None:
     docs = render({"policy": {"isolateNonGpu": False}}, tmp=tmp_path)
     assert "matchConditions" in find(docs, "MutatingWebhookConfiguration")["webhooks"][0]
+
+
+@pytest.mark.parametrize("opt_out_label", [True, False])
+def test_no_label_lets_a_pod_skip_isolation(opt_out_label: bool, tmp_path: Path) -> None:
+    # A label is set by whoever writes the pod: while isolation is on, nothing in the mutating
+    # webhook's selectors may depend on a label the pod carries.
+    docs = render({"webhook": {"mutating": {"optOutLabel": opt_out_label}}}, tmp=tmp_path)
+    (hook,) = find(docs, "MutatingWebhookConfiguration")["webhooks"]
+    assert "objectSelector" not in hook
+    assert "matchConditions" not in hook  # isolation applies to every pod
+    # Without isolation the label only skips conveniences, so it is honoured when asked for.
+    docs = render(
+        {"policy": {"isolateNonGpu": False}, "webhook": {"mutating": {"optOutLabel": opt_out_label}}}, tmp=tmp_path
+    )
+    (hook,) = find(docs, "MutatingWebhookConfiguration")["webhooks"]
+    assert ("objectSelector" in hook) is opt_out_label

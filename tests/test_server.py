@@ -9,7 +9,7 @@ import warnings
 import pytest
 
 from tests.apiserver import ApiServer
-from tests.helpers import Server, container, pod, wrap
+from tests.helpers import VOID, Server, container, pod, wrap
 
 LD = {"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"}
 
@@ -313,3 +313,16 @@ def test_sigterm_drains_before_closing(start_server) -> None:
     assert time.monotonic() - started >= 1.4
     api.close()
     fresh.close()
+
+
+def test_opt_out_label_and_annotation_never_skip_isolation(api: ApiServer) -> None:
+    # What a pod author controls (labels, annotations) turns off conveniences at most.
+    obj = pod(container("app"), container("trainer", gpu=1))
+    obj["metadata"]["labels"] = {"gpu-policy.io/mutate": "false"}
+    obj["metadata"]["annotations"] = {"gpu-policy.io/mutate": "false"}
+    response, patched = api.mutate(obj)
+    assert response["allowed"] is True
+    app, trainer = patched["spec"]["containers"]
+    assert app["env"] == [VOID]
+    assert "env" not in trainer  # the annotation skips ld-library-path here
+    assert "nodeSelector" not in patched["spec"]  # and the default GPU model

@@ -39,6 +39,25 @@ def build(obj: dict, kind: str = "Pod", group: str = "") -> None:
         ),
         (lambda p: p["spec"].update(nodeSelector=["accelerator"]), "spec.nodeSelector"),
         (lambda p: p["spec"].update(initContainers="x"), "spec.initContainers"),
+        # envFrom is read by visible-devices-envfrom: a non-list is an error, never a silent allow.
+        (
+            lambda p: p["spec"]["containers"][0].update(envFrom={"configMapRef": {"name": "x"}}),
+            "spec.containers[0].envFrom",
+        ),
+        (lambda p: p["spec"]["containers"][0].update(envFrom=["x"]), "spec.containers[0].envFrom[0]"),
+        (
+            lambda p: p["spec"]["containers"][0].update(envFrom=[{"configMapRef": "x"}]),
+            "spec.containers[0].envFrom[0].configMapRef",
+        ),
+        (lambda p: p["spec"]["containers"][0]["resources"].update(claims="gpu"), "spec.containers[0].resources.claims"),
+        (lambda p: p["spec"].update(volumes=[{"name": "h", "hostPath": "/dev"}]), "spec.volumes[0].hostPath"),
+        (lambda p: p["spec"].update(volumes=[{"name": "h", "hostPath": {"path": 1}}]), "spec.volumes[0].hostPath.path"),
+        (lambda p: p["spec"].update(hostPID="true"), "spec.hostPID"),
+        (lambda p: p["metadata"].update(annotations={"a": 1}), 'metadata.annotations["a"]'),
+        (
+            lambda p: p["spec"]["containers"][0].update(securityContext={"privileged": "yes"}),
+            "spec.containers[0].securityContext.privileged",
+        ),
         (lambda p: p.pop("spec"), "spec"),
         (
             lambda p: p["spec"].update(
@@ -56,6 +75,17 @@ def test_shape_errors_name_the_field(mutate, path: str) -> None:
     with pytest.raises(ShapeError) as info:
         build(p)
     assert info.value.path == path
+
+
+def test_mounts_are_checked_whenever_they_can_name_the_device_list_folder() -> None:
+    p = pod(container(volumeMounts=[{"name": "x", "mountPath": 5}]))
+    with pytest.raises(ShapeError) as info:
+        build(p)
+    assert info.value.path == "spec.containers[0].volumeMounts[0].mountPath"
+    # The server passes the texts its body holds; a body without the folder's name cannot
+    # reach the rule that reads mounts, so their shape is left to the API server.
+    view = engine.pod_view(p, POLICY, frozenset())
+    assert view.containers[0].mount_paths == ()
 
 
 def test_template_paths_in_shape_errors() -> None:
