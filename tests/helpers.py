@@ -135,12 +135,18 @@ def view(obj: dict[str, Any], policy: Policy | None = None) -> PodView:
     return found[0]
 
 
-def mutated(obj: dict[str, Any], policy: Policy | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The patch for a Pod and the Pod it makes, checking that mutating again changes nothing."""
-    policy = policy or POLICY
-    ops = engine.mutate(view(obj, policy), policy).ops
-    out = jsonpatch.apply_patch(copy.deepcopy(obj), ops) if ops else obj
+def mutate(obj: dict[str, Any], policy: Policy) -> tuple[list[dict[str, Any]], list[str], dict[str, Any]]:
+    """(patch, warnings, the Pod it makes) for a Pod, checking that mutating again changes nothing
+    (reinvocationPolicy: IfNeeded sends our own output back to us)."""
+    result = engine.mutate(view(obj, policy), policy)
+    out = jsonpatch.apply_patch(copy.deepcopy(obj), result.ops) if result.ops else obj
     assert engine.mutate(view(out, policy), policy).ops == []  # idempotent
+    return result.ops, result.warnings, out
+
+
+def mutated(obj: dict[str, Any], policy: Policy | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The patch for a Pod and the Pod it makes (see `mutate`)."""
+    ops, _warnings, out = mutate(obj, policy or POLICY)
     return ops, out
 
 

@@ -2,27 +2,13 @@
 
 from __future__ import annotations
 
-import copy
-from typing import Any
-
-import jsonpatch
-
-from tests.helpers import container, default_policy, pod, view
-from webhook.policy import Policy, engine
+from tests.helpers import container, default_policy, mutate, pod
 
 # Isolation (isolate-non-gpu) has its own tests; here it is off so each case shows one mutation.
 OLD = default_policy(cluster_version=(1, 27), isolate_non_gpu=False)
 NEW = default_policy(cluster_version=(1, 28), isolate_non_gpu=False)
 UNKNOWN = default_policy(cluster_version=None, isolate_non_gpu=False)
 LD = {"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"}
-
-
-def mutate(obj: dict[str, Any], p: Policy) -> tuple[list[dict[str, Any]], list[str], dict[str, Any]]:
-    result = engine.mutate(view(obj, p), p)
-    patched = jsonpatch.apply_patch(copy.deepcopy(obj), result.ops) if result.ops else obj
-    # Idempotence: what comes out must not be patched again (reinvocationPolicy: IfNeeded).
-    assert engine.mutate(view(patched, p), p).ops == []
-    return result.ops, result.warnings, patched
 
 
 ACC = default_policy(accelerator_default="nvidia-t4", isolate_non_gpu=False)
