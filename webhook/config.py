@@ -94,7 +94,7 @@ class Settings:
     cert_reload_seconds: float
     # After SIGTERM: report not-ready but keep serving this long, so the API server stops
     # sending reviews here before the listener closes (endpoint changes take a moment).
-    drain_seconds: float = 5.0
+    drain_seconds: float
 
     def with_cluster_version(self, version: tuple[int, int] | None) -> Settings:
         return replace(self, policy=replace(self.policy, cluster_version=version), cluster_version_auto=False)

@@ -13,7 +13,7 @@ from typing import Any, Final
 from .mutations import isolate_non_gpu
 from .objects import WATCHED, PodView, ShapeError, build_views, find_templates
 from .registry import MUTATIONS, OBJECT_RULES, RULES
-from .types import MAX_WARNING, Changes, Mode, ObjectRule, Policy, Rule, Violation
+from .types import MAX_WARNING, Changes, CheckFn, Mode, Mutation, ObjectRule, Policy, Rule, Violation
 
 ALL_RULES: Final[tuple[Rule | ObjectRule, ...]] = (*RULES, *OBJECT_RULES)
 RULE_IDS: Final[tuple[str, ...]] = tuple(r.id for r in ALL_RULES)
@@ -49,12 +49,41 @@ def pod_view(obj: Any, policy: Policy, watch: frozenset[str] = WATCHED) -> PodVi
     return found[0]
 
 
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What a policy runs, resolved once per Policy instead of once per request."""
+
+    checks: tuple[CheckFn, ...]  # pod rules that are not off, in registry order
+    mutations: tuple[Mutation, ...]  # mutations that are switched on
+    mutations_without_opt_out: tuple[Mutation, ...]  # those of them the opt-out annotation keeps
+
+
+# id(policy) -> (policy, plan). The policy is kept in the entry, so its id cannot be reused
+# while the entry lives; a process holds one policy (two or three in tests).
+_PLANS: dict[int, tuple[Policy, _Plan]] = {}
+
+
+def _plan(policy: Policy) -> _Plan:
+    entry = _PLANS.get(id(policy))
+    if entry is not None and entry[0] is policy:
+        return entry[1]
+    mutations = tuple(m for m in MUTATIONS if m.enabled(policy))
+    plan = _Plan(
+        checks=tuple(r.check for r in RULES if policy.mode(r.id) is not Mode.OFF),
+        mutations=mutations,
+        mutations_without_opt_out=tuple(m for m in mutations if not m.opt_out),
+    )
+    if len(_PLANS) > 64:  # bounded: tests build many policies
+        _PLANS.clear()
+    _PLANS[id(policy)] = (policy, plan)
+    return plan
+
+
 def pod_violations(pod: PodView, policy: Policy) -> list[Violation]:
     """Every violation of every pod rule that is not off, in registry then field order."""
     out: list[Violation] = []
-    for rule in RULES:
-        if policy.mode(rule.id) is not Mode.OFF:
-            out.extend(rule.check(pod, policy))
+    for check in _plan(policy).checks:
+        out.extend(check(pod, policy))
     return out
 
 
@@ -142,12 +171,10 @@ def mutate(pod: PodView, policy: Policy) -> Changes:
     """
     if not pod.is_pod:
         return Changes([], [])
-    skip = opted_out(pod, policy)
+    plan = _plan(policy)
     ops: list[dict[str, Any]] = []
     warnings: list[str] = []
-    for m in MUTATIONS:
-        if (skip and m.opt_out) or not m.enabled(policy):
-            continue
+    for m in plan.mutations_without_opt_out if opted_out(pod, policy) else plan.mutations:
         changes = m.mutate(pod, policy)
         ops.extend(changes.ops)
         warnings.extend(changes.warnings)

@@ -19,13 +19,13 @@ from .types import ContainerKind, Policy, Violation
 # Env names the rules and mutations read; `build_view` records where each one occurs so
 # nobody rescans env lists (they are the bulk of a pod spec).
 WATCHED_ENV: Final = frozenset({"NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "NVIDIA_DRIVER_CAPABILITIES"})
-# The only mount paths any rule reads are those naming this folder.
+# The folder whose files the NVIDIA runtime reads as a device list (no-gpu-device-hostpath).
 DEVICE_LIST_NAME: Final = "nvidia-container-devices"
-# Texts whose absence from an object lets `build_view` skip walking part of it: env lists
-# (by name) and volumeMounts. The transport narrows the set per request to the texts its raw
-# body contains (webhook.screen.watched_in); without a body everything is walked and checked.
-# A part that is skipped cannot hold anything a rule reads, so its shape is not ours to judge.
-WATCHED: Final = WATCHED_ENV | {DEVICE_LIST_NAME}
+# The env names whose absence from an object lets `build_view` skip walking its env lists.
+# The transport narrows the set per request to the names its raw body contains
+# (webhook.screen.watched_in); without a body every env list is walked and checked. An env
+# list that is skipped holds nothing a rule reads, so its shape is not ours to judge.
+WATCHED: Final = WATCHED_ENV
 
 
 class ShapeError(ValueError):
@@ -61,20 +61,38 @@ class Container:
     """One container of any kind, with the fields the rules read already type-checked."""
 
     kind: ContainerKind
+    field: str  # kind.field, as a plain attribute (an Enum's properties cost a call each)
     index: int
     name: str
     spec_path: str  # field path of the pod spec, e.g. "spec.template.spec"
     spec_pointer: str  # JSON pointer of the pod spec, e.g. "/spec"
     has_env: bool  # whether `env` exists (a patch appends to it or creates it)
     watched: dict[str, list[EnvVar]]  # WATCHED_ENV name -> its entries, in order
-    env_from: tuple[EnvSource, ...]
-    mount_paths: tuple[str, ...]  # volumeMounts[*].mountPath, in order; () when none can name the folder
+    raw_env_from: Any  # read through `env_from`, which checks its shape on first use
+    raw_mounts: Any  # read through `mount_paths`, likewise
     limits: dict[str, Any] | None
     requests: dict[str, Any] | None
     claims: tuple[str, ...]  # resources.claims[*].name (DRA)
     privileged: bool
     added_capabilities: tuple[str, ...]
     gpu: Decimal | None  # parsed GPU count (limits, else requests); None when unset or unparsable
+    _env_from: tuple[EnvSource, ...] | None = None
+    _mount_paths: tuple[str, ...] | None = None
+
+    # envFrom and volumeMounts are read by one rule each, and only for some pods: they are
+    # shape-checked here on first use (a ShapeError then, like any other) rather than on every walk.
+    @property
+    def env_from(self) -> tuple[EnvSource, ...]:
+        if self._env_from is None:
+            self._env_from = () if self.raw_env_from is None else _env_from(self.raw_env_from, self)
+        return self._env_from
+
+    @property
+    def mount_paths(self) -> tuple[str, ...]:
+        """volumeMounts[*].mountPath, in order."""
+        if self._mount_paths is None:
+            self._mount_paths = () if self.raw_mounts is None else _mount_paths(self.raw_mounts, self)
+        return self._mount_paths
 
     @property
     def label(self) -> str:
@@ -83,12 +101,12 @@ class Container:
     @property
     def path(self) -> str:
         """Field path, as messages show it: "spec.template.spec.containers[0]"."""
-        return f"{self.spec_path}.{self.kind.field}[{self.index}]"
+        return f"{self.spec_path}.{self.field}[{self.index}]"
 
     @property
     def pointer(self) -> str:
         """JSON pointer, as patches need it: "/spec/containers/0"."""
-        return f"{self.spec_pointer}/{self.kind.field}/{self.index}"
+        return f"{self.spec_pointer}/{self.field}/{self.index}"
 
     def env(self, name: str) -> list[EnvVar]:
         """The entries named `name` (one of WATCHED_ENV; case-sensitive, as the kubelet compares)."""
@@ -254,7 +272,7 @@ def build_view(
         if not isinstance(items, list):
             raise ShapeError(f"{spec_path}.{kind_field}", f"must be a list, got {_type(items)}")
         for index, raw in enumerate(items):
-            containers.append(_container(raw, kind, index, spec_path, spec_pointer, policy, watch))
+            containers.append(_container(raw, kind, kind_field, index, spec_path, spec_pointer, policy, watch))
 
     node_name = spec.get("nodeName")
     volumes = spec.get("volumes")
@@ -307,13 +325,14 @@ def _host_paths(value: Any, spec_path: str) -> tuple[HostPath, ...]:
 def _container(
     raw: Any,
     kind: ContainerKind,
+    kind_field: str,
     index: int,
     spec_path: str,
     spec_pointer: str,
     policy: Policy,
     watch: frozenset[str],
 ) -> Container:
-    path = f"{spec_path}.{kind.field}[{index}]"  # for error messages (built once per container)
+    path = f"{spec_path}.{kind_field}[{index}]"  # for error messages (built once per container)
     if not isinstance(raw, dict):
         raise ShapeError(path, f"must be an object, got {_type(raw)}")
     c = raw
@@ -356,26 +375,28 @@ def _container(
     if security is not None:
         if not isinstance(security, dict):
             raise ShapeError(f"{path}.securityContext", f"must be an object, got {_type(security)}")
-        privileged = _flag(security.get("privileged"), path, "securityContext.privileged")
-        capabilities = _mapping(security.get("capabilities"), path, "securityContext.capabilities")
+        flag = security.get("privileged")
+        if flag is not None:
+            privileged = _flag(flag, path, "securityContext.privileged")
+        capabilities = security.get("capabilities")
         if capabilities is not None:
+            _mapping(capabilities, path, "securityContext.capabilities")
             added = _list(capabilities.get("add"), path, "securityContext.capabilities.add") or ()
             for i, cap in enumerate(added):
                 _string(cap, path, f"securityContext.capabilities.add[{i}]")
             caps = tuple(added)
 
-    env_from = c.get("envFrom")
-    mounts = c.get("volumeMounts")
     return Container(
         kind=kind,
+        field=kind_field,
         index=index,
         name=name,
         spec_path=spec_path,
         spec_pointer=spec_pointer,
         has_env=env is not None,
         watched=watched,
-        env_from=() if env_from is None else _env_from(env_from, path),
-        mount_paths=() if mounts is None or DEVICE_LIST_NAME not in watch else _mount_paths(mounts, path),
+        raw_env_from=c.get("envFrom"),
+        raw_mounts=c.get("volumeMounts"),
         limits=limits,
         requests=requests,
         claims=claims,
@@ -385,20 +406,22 @@ def _container(
     )
 
 
-def _env_from(value: Any, path: str) -> tuple[EnvSource, ...]:
-    items = _list(value, path, "envFrom")
+def _env_from(value: Any, c: Container) -> tuple[EnvSource, ...]:
+    if not isinstance(value, list):
+        raise ShapeError(f"{c.path}.envFrom", f"must be a list, got {_type(value)}")
+    items = value
     if not items:
         return ()
     out: list[EnvSource] = []
     for i, item in enumerate(items):
         if not isinstance(item, dict):
-            raise ShapeError(f"{path}.envFrom[{i}]", f"must be an object, got {_type(item)}")
+            raise ShapeError(f"{c.path}.envFrom[{i}]", f"must be an object, got {_type(item)}")
         source: EnvSource = ("", "")
         for field, what in _ENV_SOURCES:
             ref = item.get(field)
             if ref is not None:
                 if not isinstance(ref, dict) or not isinstance(ref.get("name", ""), str):
-                    raise ShapeError(f"{path}.envFrom[{i}].{field}", "must be an object with a string name")
+                    raise ShapeError(f"{c.path}.envFrom[{i}].{field}", "must be an object with a string name")
                 source = (what, ref.get("name", ""))
         out.append(source)
     return tuple(out)
@@ -407,25 +430,32 @@ def _env_from(value: Any, path: str) -> tuple[EnvSource, ...]:
 _ENV_SOURCES: Final = (("configMapRef", "ConfigMap"), ("secretRef", "Secret"))
 
 
-def _mount_paths(value: Any, path: str) -> tuple[str, ...]:
-    items = _list(value, path, "volumeMounts")
+def _mount_paths(value: Any, c: Container) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise ShapeError(f"{c.path}.volumeMounts", f"must be a list, got {_type(value)}")
+    items = value
     if not items:
         return ()
     out: list[str] = []
-    for i, item in enumerate(items):
-        mount = _mapping(item, path, f"volumeMounts[{i}]", optional=False)
-        assert mount is not None
-        out.append(_string(mount.get("mountPath"), path, f"volumeMounts[{i}].mountPath"))
+    for i, mount in enumerate(items):
+        # Checked inline: error paths are built only when there is an error to report.
+        if not isinstance(mount, dict):
+            raise ShapeError(f"{c.path}.volumeMounts[{i}]", f"must be an object, got {_type(mount)}")
+        mount_path = mount.get("mountPath")
+        if not isinstance(mount_path, str):
+            raise ShapeError(f"{c.path}.volumeMounts[{i}].mountPath", f"must be a string, got {_type(mount_path)}")
+        out.append(mount_path)
     return tuple(out)
 
 
 def _claims(value: Any, path: str) -> tuple[str, ...]:
     items = _list(value, path, "resources.claims") or ()
     out: list[str] = []
-    for i, item in enumerate(items):
-        claim = _mapping(item, path, f"resources.claims[{i}]", optional=False)
-        assert claim is not None
-        out.append(_string(claim.get("name"), path, f"resources.claims[{i}].name"))
+    for i, claim in enumerate(items):
+        name = claim.get("name") if isinstance(claim, dict) else None
+        if not isinstance(name, str):
+            raise ShapeError(f"{path}.resources.claims[{i}]", "must be an object with a string name")
+        out.append(name)
     return tuple(out)
 
 
