@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.helpers import POLICY, container, pod, wrap
+from tests.helpers import POLICY, container, pod, run, wrap
 from webhook.policy import ShapeError, engine
 
 
@@ -102,3 +102,12 @@ def test_template_paths_in_shape_errors() -> None:
 def test_unknown_kinds_are_not_policed() -> None:
     assert engine.pod_views({"spec": {}}, "", "Service", POLICY) is None
     assert engine.pod_views({"spec": {}}, "example.com", "Deployment", POLICY) is None
+
+
+def test_json_nulls_the_api_accepts_are_not_malformed() -> None:
+    # Go decodes null into "" for strings and map values; the API server accepts these.
+    p = pod(container(gpu=1, envFrom=[{"configMapRef": {"name": None}}]))
+    p["metadata"]["annotations"] = {"note": None, "gpu-policy.io/mutate": "false"}
+    found = run(p)
+    assert [v.rule for v in found] == ["visible-devices-envfrom"]
+    assert engine.pod_view(p, POLICY).annotations == {"note": "", "gpu-policy.io/mutate": "false"}

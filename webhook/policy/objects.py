@@ -300,8 +300,16 @@ def _annotations(value: Any, meta_path: str) -> dict[str, str]:
         return {}
     for key, item in annotations.items():
         if not isinstance(item, str):
+            if item is None:  # JSON null decodes to "" in Go's map[string]string
+                return {k: "" if v is None else v for k, v in annotations.items() if _annotation(meta_path, k, v)}
             raise ShapeError(f'{meta_path}.annotations["{key}"]', f"must be a string, got {_type(item)}")
     return annotations
+
+
+def _annotation(meta_path: str, key: str, value: Any) -> bool:
+    if value is not None and not isinstance(value, str):
+        raise ShapeError(f'{meta_path}.annotations["{key}"]', f"must be a string, got {_type(value)}")
+    return True
 
 
 def _host_paths(value: Any, spec_path: str) -> tuple[HostPath, ...]:
@@ -420,9 +428,10 @@ def _env_from(value: Any, c: Container) -> tuple[EnvSource, ...]:
         for field, what in _ENV_SOURCES:
             ref = item.get(field)
             if ref is not None:
-                if not isinstance(ref, dict) or not isinstance(ref.get("name", ""), str):
+                name = ref.get("name") if isinstance(ref, dict) else 0
+                if name is not None and not isinstance(name, str):  # JSON null decodes to "" in Go
                     raise ShapeError(f"{c.path}.envFrom[{i}].{field}", "must be an object with a string name")
-                source = (what, ref.get("name", ""))
+                source = (what, name or "")
         out.append(source)
     return tuple(out)
 
