@@ -142,11 +142,19 @@ class PodView:
     containers: list[Container]
     node_selector: dict[str, Any] | None
     affinity_keys: frozenset[str]  # label keys pinned by required node affinity (In / Exists)
-    host_paths: tuple[HostPath, ...]
+    raw_volumes: Any  # read through `host_paths`, which checks its shape on first use
     host_pid: bool
     host_ipc: bool
     node_name: str
     is_pod: bool
+    _host_paths: tuple[HostPath, ...] | None = None
+
+    @property
+    def host_paths(self) -> tuple[HostPath, ...]:
+        """The hostPath volumes (one rule reads them: checked on first use, not on every walk)."""
+        if self._host_paths is None:
+            self._host_paths = () if self.raw_volumes is None else _host_paths(self.raw_volumes, self.path)
+        return self._host_paths
 
     @property
     def requests_gpu(self) -> bool:
@@ -286,7 +294,7 @@ def build_view(
         containers=containers,
         node_selector=_mapping(spec.get("nodeSelector"), spec_path, "nodeSelector"),
         affinity_keys=_required_affinity_keys(spec.get("affinity"), spec_path),
-        host_paths=() if volumes is None else _host_paths(volumes, spec_path),
+        raw_volumes=volumes,
         host_pid=host_pid is not None and _flag(host_pid, spec_path, "hostPID"),
         host_ipc=host_ipc is not None and _flag(host_ipc, spec_path, "hostIPC"),
         node_name="" if node_name is None else _string(node_name, spec_path, "nodeName"),
