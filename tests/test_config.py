@@ -110,3 +110,14 @@ def test_load_file_errors(tmp_path: Path) -> None:
     empty = tmp_path / "empty.yaml"
     empty.write_text("")
     assert load(empty, environ={}).policy.shared_gpu is True
+
+
+def test_device_resources_are_names_or_one_star_patterns() -> None:
+    assert from_mapping({"gpuDeviceResources": ["amd.com/gpu", "nvidia.com/mig-*"]}, environ={}).policy.device_resources
+    with pytest.raises(ConfigError) as info:
+        from_mapping({"gpuDeviceResources": ["nvidia.com/**", 3, "not a name"]}, environ={})
+    assert [p.split(":")[0] for p in info.value.problems] == [
+        "gpuDeviceResources[0]",
+        "gpuDeviceResources[1]",
+        "gpuDeviceResources[2]",
+    ]

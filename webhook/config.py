@@ -28,6 +28,7 @@ DEFAULTS: dict[str, Any] = {
     "rules": {rule: mode.value for rule, mode in DEFAULT_MODES.items()},
     "sharedGpu": True,
     "gpuResourceName": "nvidia.com/gpu",
+    "gpuDeviceResources": ["nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*", "nvidia.com/*.shared"],
     "exemptNamespaces": ["kube-system"],
     "webhookNamespace": None,
     "clusterVersion": "auto",
@@ -45,6 +46,7 @@ COMMENTS: dict[str, str] = {
     "rules": "mode per rule: deny | warn | audit | off",
     "sharedGpu": "allow shares of one GPU (0 < x < 1); false: whole GPUs only",
     "gpuResourceName": "the device plugin's GPU resource",
+    "gpuDeviceResources": "resources that hand a container GPU devices (isolation never voids them); x* = prefix",
     "exemptNamespaces": "allowed untouched, never mutated",
     "webhookNamespace": "the webhook's own namespace, always exempt; default: $POD_NAMESPACE",
     "clusterVersion": 'auto (read /version at start-up) | unknown | "1.27" | "v1.19.10-r0-CCE21.11.1.B006"',
@@ -195,6 +197,15 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
     ):
         problems.append(f"gpuResourceName: {c['gpuResourceName']!r} is not a valid resource name")
 
+    devices: list[str] = []
+    if _expect(problems, "gpuDeviceResources", c["gpuDeviceResources"], list, "a list of resource names"):
+        for i, name in enumerate(c["gpuDeviceResources"]):
+            bare = name.replace("*", "x", 1) if isinstance(name, str) else ""
+            if not isinstance(name, str) or name.count("*") > 1 or not _LABEL_KEY.match(bare):
+                problems.append(f"gpuDeviceResources[{i}]: {name!r} is not a resource name (one * allowed)")
+            else:
+                devices.append(name)
+
     exempt: set[str] = set()
     if _expect(problems, "exemptNamespaces", c["exemptNamespaces"], list, "a list of namespace names"):
         for i, ns in enumerate(c["exemptNamespaces"]):
@@ -266,6 +277,7 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
         modes={**DEFAULT_MODES, **modes},
         shared_gpu=c["sharedGpu"],
         resource_name=c["gpuResourceName"],
+        device_resources=tuple(devices),
         exempt_namespaces=frozenset(exempt),
         cluster_version=version,
         ld_library_path_enabled=ld["enabled"],

@@ -69,3 +69,33 @@ def test_only_new_ephemeral_containers_on_the_subresource() -> None:
     obj = pod(container("app"), ephemeralContainers=[container("old-debug"), container("debugger")])
     ops = engine.mutate_new_ephemeral(view(obj, P), P, {"old-debug"}).ops
     assert ops == [{"op": "add", "path": "/spec/ephemeralContainers/1/env", "value": [VOID]}]
+
+
+def mig(name: str, resource: str, value: object = 1) -> dict:
+    return container(name, resources={"limits": {resource: value}})
+
+
+def test_mig_and_shared_gpu_containers_are_never_voided() -> None:
+    # MIG (mixed strategy) and renamed time-sliced GPUs reach containers under their own resource
+    # names; the kubelet appends pod env after the device plugin's, so a void would hide them.
+    obj = pod(
+        mig("mig", "nvidia.com/mig-1g.5gb"),
+        mig("mig3", "nvidia.com/mig-3g.20gb", "1"),
+        mig("shared", "nvidia.com/gpu.shared"),
+        mig("renamed", "nvidia.com/a100.shared"),
+        mig("zero-mig", "nvidia.com/mig-1g.5gb", 0),
+        mig("fpga", "example.com/fpga"),
+        container("plain"),
+    )
+    ops, out = mutated(obj)
+    voided = [c["name"] for c in out["spec"]["containers"] if VOID in c.get("env", [])]
+    assert voided == ["zero-mig", "fpga", "plain"]
+    assert len(ops) == 3
+
+
+def test_device_resources_are_configurable() -> None:
+    obj = pod(mig("amd", "amd.com/gpu"), mig("bad-value", "nvidia.com/mig-1g.5gb", "abc"))
+    ops, out = mutated(obj, default_policy(device_resources=("amd.com/gpu", "nvidia.com/mig-*")))
+    assert ops == []  # an unparsable MIG request is left for validation, never voided
+    _, out = mutated(obj)
+    assert [c["name"] for c in out["spec"]["containers"] if VOID in c.get("env", [])] == ["amd"]

@@ -59,6 +59,9 @@ class Policy:
     modes: Mapping[str, Mode]
     shared_gpu: bool
     resource_name: str
+    # Extended resources that hand a container GPU devices (MIG, renamed shared GPUs...):
+    # names, or patterns with one "*". Isolation never voids a container that requests one.
+    device_resources: tuple[str, ...]
     exempt_namespaces: frozenset[str]
     # (major, minor) of the cluster, or None when unknown: unknown skips version-gated mutations.
     cluster_version: tuple[int, int] | None
