@@ -30,9 +30,11 @@ class Decision(StrEnum):
     MALFORMED = "malformed"  # the object's fields do not have the API's shape (HTTP 200, code 400)
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Outcome:
-    """Everything a review decided, before any wire format: the one result type."""
+    """Everything a review decided, before any wire format: the one result type.
+
+    Frozen: SCREENED and SKIPPED are shared by every request."""
 
     decision: Decision
     verdict: Verdict = field(default_factory=Verdict)

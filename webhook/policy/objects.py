@@ -17,15 +17,11 @@ from .templates import BUILTIN, Key, Templates, expand, field_path, pointer
 from .types import ContainerKind, Policy, Violation
 
 # Env names the rules and mutations read; `build_view` records where each one occurs so
-# nobody rescans env lists (they are the bulk of a pod spec).
-WATCHED_ENV: Final = frozenset({"NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "NVIDIA_DRIVER_CAPABILITIES"})
-# The folder whose files the NVIDIA runtime reads as a device list (no-gpu-device-hostpath).
-DEVICE_LIST_NAME: Final = "nvidia-container-devices"
-# The env names whose absence from an object lets `build_view` skip walking its env lists.
-# The transport narrows the set per request to the names its raw body contains
-# (webhook.screen.watched_in); without a body every env list is walked and checked. An env
-# list that is skipped holds nothing a rule reads, so its shape is not ours to judge.
-WATCHED: Final = WATCHED_ENV
+# nobody rescans env lists (they are the bulk of a pod spec). The transport narrows the set
+# per request to the names its raw body contains (webhook.screen.watched_in); without a body
+# every env list is walked and checked. An env list that is skipped holds nothing a rule
+# reads, so its shape is not ours to judge.
+WATCHED: Final = frozenset({"NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "NVIDIA_DRIVER_CAPABILITIES"})
 
 
 class ShapeError(ValueError):
@@ -67,7 +63,7 @@ class Container:
     spec_path: str  # field path of the pod spec, e.g. "spec.template.spec"
     spec_pointer: str  # JSON pointer of the pod spec, e.g. "/spec"
     has_env: bool  # whether `env` exists (a patch appends to it or creates it)
-    watched: dict[str, list[EnvVar]]  # WATCHED_ENV name -> its entries, in order
+    watched: dict[str, list[EnvVar]]  # WATCHED name -> its entries, in order
     raw_env_from: Any  # read through `env_from`, which checks its shape on first use
     raw_mounts: Any  # read through `mount_paths`, likewise
     limits: dict[str, Any] | None
@@ -109,7 +105,7 @@ class Container:
         return f"{self.spec_pointer}/{self.field}/{self.index}"
 
     def env(self, name: str) -> list[EnvVar]:
-        """The entries named `name` (one of WATCHED_ENV; case-sensitive, as the kubelet compares)."""
+        """The entries named `name` (one of WATCHED; case-sensitive, as the kubelet compares)."""
         return self.watched.get(name, [])
 
     def names_resource(self, resource: str) -> bool:
@@ -307,27 +303,26 @@ def _annotations(value: Any, meta_path: str) -> dict[str, str]:
     if not annotations:
         return {}
     for key, item in annotations.items():
-        if not isinstance(item, str):
-            if item is None:  # JSON null decodes to "" in Go's map[string]string
-                return {k: "" if v is None else v for k, v in annotations.items() if _annotation(meta_path, k, v)}
+        if item is not None and not isinstance(item, str):
             raise ShapeError(f'{meta_path}.annotations["{key}"]', f"must be a string, got {_type(item)}")
+    if None in annotations.values():  # JSON null decodes to "" in Go's map[string]string
+        return {k: v or "" for k, v in annotations.items()}
     return annotations
 
 
-def _annotation(meta_path: str, key: str, value: Any) -> bool:
-    if value is not None and not isinstance(value, str):
-        raise ShapeError(f'{meta_path}.annotations["{key}"]', f"must be a string, got {_type(value)}")
-    return True
+def _objects(value: Any, base: str, field: str) -> list[dict[str, Any]]:
+    """`value` checked as a list of objects (envFrom, volumeMounts, volumes); paths only on error."""
+    if not isinstance(value, list):
+        raise ShapeError(f"{base}.{field}", f"must be a list, got {_type(value)}")
+    for i, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise ShapeError(f"{base}.{field}[{i}]", f"must be an object, got {_type(item)}")
+    return value
 
 
 def _host_paths(value: Any, spec_path: str) -> tuple[HostPath, ...]:
-    volumes = _list(value, spec_path, "volumes")
-    if not volumes:
-        return ()
     out: list[HostPath] = []
-    for i, volume in enumerate(volumes):
-        if not isinstance(volume, dict):
-            raise ShapeError(f"{spec_path}.volumes[{i}]", f"must be an object, got {_type(volume)}")
+    for i, volume in enumerate(_objects(value, spec_path, "volumes")):
         host = volume.get("hostPath")
         if host is None:
             continue
@@ -423,15 +418,8 @@ def _container(
 
 
 def _env_from(value: Any, c: Container) -> tuple[EnvSource, ...]:
-    if not isinstance(value, list):
-        raise ShapeError(f"{c.path}.envFrom", f"must be a list, got {_type(value)}")
-    items = value
-    if not items:
-        return ()
     out: list[EnvSource] = []
-    for i, item in enumerate(items):
-        if not isinstance(item, dict):
-            raise ShapeError(f"{c.path}.envFrom[{i}]", f"must be an object, got {_type(item)}")
+    for i, item in enumerate(_objects(value, c.path, "envFrom")):
         source: EnvSource = ("", "")
         for field, what in _ENV_SOURCES:
             ref = item.get(field)
@@ -448,16 +436,8 @@ _ENV_SOURCES: Final = (("configMapRef", "ConfigMap"), ("secretRef", "Secret"))
 
 
 def _mount_paths(value: Any, c: Container) -> tuple[str, ...]:
-    if not isinstance(value, list):
-        raise ShapeError(f"{c.path}.volumeMounts", f"must be a list, got {_type(value)}")
-    items = value
-    if not items:
-        return ()
     out: list[str] = []
-    for i, mount in enumerate(items):
-        # Checked inline: error paths are built only when there is an error to report.
-        if not isinstance(mount, dict):
-            raise ShapeError(f"{c.path}.volumeMounts[{i}]", f"must be an object, got {_type(mount)}")
+    for i, mount in enumerate(_objects(value, c.path, "volumeMounts")):
         mount_path = mount.get("mountPath")
         if not isinstance(mount_path, str):
             raise ShapeError(f"{c.path}.volumeMounts[{i}].mountPath", f"must be a string, got {_type(mount_path)}")
