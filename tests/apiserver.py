@@ -124,6 +124,7 @@ class ApiServer:
         sub_resource: str | None = None,
         dry_run: bool = False,
         api_version: str = "admission.k8s.io/v1",
+        user: str = "kubernetes-admin",
     ) -> dict[str, Any]:
         source = obj if obj is not None else old or {}
         kind = kind or source.get("kind", "Pod")
@@ -141,7 +142,7 @@ class ApiServer:
             "name": meta.get("name", ""),
             "namespace": namespace if namespace is not None else meta.get("namespace", "default"),
             "operation": operation,
-            "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]},
+            "userInfo": {"username": user, "groups": ["system:masters", "system:authenticated"]},
             "object": obj,
             "oldObject": old,
             "dryRun": dry_run,

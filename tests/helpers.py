@@ -268,5 +268,3 @@ class Server:
                 self.proc.wait()
         self._log.close()
         return self.proc.returncode
-
-

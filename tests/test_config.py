@@ -121,3 +121,45 @@ def test_device_resources_are_names_or_one_star_patterns() -> None:
         "gpuDeviceResources[1]",
         "gpuDeviceResources[2]",
     ]
+
+
+def test_gpu_model_integrations_and_exemptions() -> None:
+    s = from_mapping(
+        {
+            "gpuSharedResources": ["example.com/*.slot"],
+            "gpuCompanionResources": [],
+            "integrations": {"kai": {"enabled": True, "schedulerNames": ["kai"]}, "xgpu": {"enabled": True}},
+            "exemptServiceAccounts": ["monitoring/dcgm-exporter"],
+            "exemptUsernames": ["system:serviceaccount:gpu-operator:gpu-operator"],
+        },
+        environ={},
+    )
+    p = s.policy
+    assert p.shared_resources == ("example.com/*.slot",) and p.companion_resources == ()
+    assert p.kai and p.kai_schedulers == frozenset({"kai"}) and p.xgpu and not p.hami
+    assert p.exempt_service_accounts == frozenset({"monitoring/dcgm-exporter"})
+    assert "system:serviceaccount:gpu-operator:gpu-operator" in p.exempt_usernames
+    with pytest.raises(ConfigError) as info:
+        from_mapping(
+            {
+                "gpuSharedResources": ["*.shared"],
+                "integrations": {"kai": {"enabled": "yes"}},
+                "exemptServiceAccounts": ["dcgm-exporter"],
+                "exemptUsernames": [""],
+                "nodeAgentImages": "nvcr.io/nvidia/",
+            },
+            environ={},
+        )
+    assert sorted(p.split(":")[0] for p in info.value.problems) == [
+        "exemptServiceAccounts[0]",
+        "exemptUsernames[0]",
+        "gpuSharedResources[0]",
+        "integrations.kai.enabled",
+        "nodeAgentImages",
+    ]
+    with pytest.raises(ConfigError) as info:
+        from_mapping({"integrations": {"kai": {"schedulers": []}, "hamI": {}}}, environ={})
+    assert info.value.problems == [
+        "integrations.kai.schedulers: unknown key (did you mean integrations.kai.schedulerNames?)",
+        "integrations.hamI: unknown key (did you mean integrations.hami?)",
+    ]

@@ -70,10 +70,16 @@ def _malformed(req: Request, exc: ShapeError) -> Outcome:
     return Outcome(Decision.MALFORMED, message=f"gpu-policy cannot judge this {req.kind}: {exc.path} {exc.problem}")
 
 
+def _exempt(req: Request, policy: Policy) -> bool:
+    """Exempt by namespace or by the requesting user (Pod Security Admission's two request-level
+    exemptions; service accounts are per pod, in engine.exempt)."""
+    return req.namespace in policy.exempt_namespaces or req.user in policy.exempt_usernames
+
+
 def _out_of_scope(req: Request, policy: Policy) -> bool:
     if req.operation not in ("CREATE", "UPDATE"):
         return True  # DELETE and CONNECT carry nothing we police
-    if req.namespace in policy.exempt_namespaces:
+    if _exempt(req, policy):
         return True
     # Of the subresources only pods/ephemeralcontainers changes what we police
     # (`kubectl debug` adds containers through it); status, scale, binding... do not.
@@ -85,7 +91,7 @@ def validate(req: Request, policy: Policy, watch: frozenset[str] = WATCHED) -> O
         return SKIPPED
     obj = req.object
     try:
-        found = engine.find_violations(obj, req.group, req.kind, policy, watch)
+        found = engine.find_violations(obj, req.group, req.kind, policy, watch, req.namespace)
     except ShapeError as exc:
         return _malformed(req, exc)
     if found is None:
@@ -96,7 +102,7 @@ def validate(req: Request, policy: Policy, watch: frozenset[str] = WATCHED) -> O
         if isinstance(metadata, Mapping) and metadata.get("deletionTimestamp"):
             return SKIPPED  # finalizers must be removable from anything being deleted
         try:
-            before = engine.find_violations(req.old_object, req.group, req.kind, policy, watch)
+            before = engine.find_violations(req.old_object, req.group, req.kind, policy, watch, req.namespace)
         except ShapeError:
             before = None  # an unreadable old object grandfathers nothing
     verdict = engine.judge(found, policy, before)
@@ -113,7 +119,7 @@ def _ephemeral_names(old: Any) -> set[str]:
 
 
 def mutate(req: Request, policy: Policy, watch: frozenset[str] = WATCHED) -> Outcome:
-    if req.kind != "Pod" or req.group or req.namespace in policy.exempt_namespaces:
+    if req.kind != "Pod" or req.group or _exempt(req, policy):
         return SKIPPED
     # Pod spec fields we touch are immutable after creation: only CREATE is mutated, plus the
     # ephemeral containers that `kubectl debug` adds through their subresource.
@@ -121,7 +127,7 @@ def mutate(req: Request, policy: Policy, watch: frozenset[str] = WATCHED) -> Out
     if not ephemeral and (req.operation != "CREATE" or req.sub_resource):
         return SKIPPED
     try:
-        pod = engine.pod_view(req.object, policy, watch)
+        pod = engine.pod_view(req.object, policy, watch, req.namespace)
     except ShapeError as exc:
         return _malformed(req, exc)
     if ephemeral:

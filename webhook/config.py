@@ -28,8 +28,30 @@ DEFAULTS: dict[str, Any] = {
     "rules": {rule: mode.value for rule, mode in DEFAULT_MODES.items()},
     "sharedGpu": True,
     "gpuResourceName": "nvidia.com/gpu",
-    "gpuDeviceResources": ["nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*", "nvidia.com/*.shared"],
+    "gpuDeviceResources": [
+        "nvidia.com/gpu",
+        "nvidia.com/gpu.shared",
+        "nvidia.com/mig-*",
+        "nvidia.com/*.shared",
+        "deviceclass.resource.kubernetes.io/*",
+    ],
+    "gpuSharedResources": ["nvidia.com/*.shared"],
+    "gpuCompanionResources": [
+        "nvidia.com/gpumem",
+        "nvidia.com/gpumem-percentage",
+        "nvidia.com/gpucores",
+        "volcano.sh/gpu-mem.128Mi",
+        "volcano.sh/gpu-core.percentage",
+    ],
+    "integrations": {
+        "kai": {"enabled": False, "schedulerNames": ["kai-scheduler"]},
+        "hami": {"enabled": False},
+        "xgpu": {"enabled": False},
+    },
     "exemptNamespaces": ["kube-system"],
+    "exemptServiceAccounts": [],
+    "exemptUsernames": [],
+    "nodeAgentImages": ["nvcr.io/nvidia/"],
     "webhookNamespace": None,
     "clusterVersion": "auto",
     "ldLibraryPath": {"enabled": True, "path": "/usr/local/nvidia/lib64", "whenUnset": "inject"},
@@ -46,8 +68,17 @@ COMMENTS: dict[str, str] = {
     "rules": "mode per rule: deny | warn | audit | off",
     "sharedGpu": "allow shares of one GPU (0 < x < 1); false: whole GPUs only",
     "gpuResourceName": "the device plugin's GPU resource",
-    "gpuDeviceResources": "resources that hand a container GPU devices (isolation never voids them); x* = prefix",
+    "gpuDeviceResources": "device-plugin resources that are GPUs (MIG, shared, DRA extended); one * per name",
+    "gpuSharedResources": "of those, time-sliced/MPS slots: at most 1 per container (the device plugin refuses more)",
+    "gpuCompanionResources": "resources that imply a GPU without a device resource (HAMi, xGPU)",
+    "integrations.kai.enabled": "KAI Scheduler fraction pods: the NVIDIA_VISIBLE_DEVICES KAI injects is allowed",
+    "integrations.kai.schedulerNames": "schedulerName values of KAI's pods",
+    "integrations.hami.enabled": "HAMi: nvidia.com/gpucores <= 100, gpumem > 0 and gpumem-percentage <= 100 checked",
+    "integrations.xgpu.enabled": "CCE xGPU: gpu-mem.128Mi whole, gpu-core.percentage a multiple of 5 <= 100; no mixing",
     "exemptNamespaces": "allowed untouched, never mutated",
+    "exemptServiceAccounts": "[namespace/name]: pods running as these service accounts are allowed untouched",
+    "exemptUsernames": "requests by these users (request.userInfo.username) are allowed untouched",
+    "nodeAgentImages": "image prefixes of GPU node agents: voided non-exempt agents get a warning",
     "webhookNamespace": "the webhook's own namespace, always exempt; default: $POD_NAMESPACE",
     "clusterVersion": 'auto (read /version at start-up) | unknown | "1.27" | "v1.19.10-r0-CCE21.11.1.B006"',
     "ldLibraryPath.enabled": "below v1.28: GPU containers find the driver on LD_LIBRARY_PATH",
@@ -66,6 +97,7 @@ COMMENTS: dict[str, str] = {
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.\d+)?")
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
 class ConfigError(ValueError):
@@ -197,14 +229,20 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
     ):
         problems.append(f"gpuResourceName: {c['gpuResourceName']!r} is not a valid resource name")
 
-    devices: list[str] = []
-    if _expect(problems, "gpuDeviceResources", c["gpuDeviceResources"], list, "a list of resource names"):
-        for i, name in enumerate(c["gpuDeviceResources"]):
-            bare = name.replace("*", "x", 1) if isinstance(name, str) else ""
-            if not isinstance(name, str) or name.count("*") > 1 or not _LABEL_KEY.match(bare):
-                problems.append(f"gpuDeviceResources[{i}]: {name!r} is not a resource name (one * allowed)")
-            else:
-                devices.append(name)
+    devices = _resource_patterns(problems, "gpuDeviceResources", c["gpuDeviceResources"])
+    shared = _resource_patterns(problems, "gpuSharedResources", c["gpuSharedResources"])
+    companions = _resource_patterns(problems, "gpuCompanionResources", c["gpuCompanionResources"])
+    integrations = c["integrations"]
+    for name in ("kai", "hami", "xgpu"):
+        _expect(problems, f"integrations.{name}.enabled", integrations[name]["enabled"], bool, "true or false")
+    kai_schedulers = _strings(problems, "integrations.kai.schedulerNames", integrations["kai"]["schedulerNames"])
+    accounts = _strings(problems, "exemptServiceAccounts", c["exemptServiceAccounts"])
+    for i, account in enumerate(accounts):
+        ns, _, name = account.partition("/")
+        if not _NAMESPACE.match(ns) or not _SUBDOMAIN.match(name):
+            problems.append(f"exemptServiceAccounts[{i}]: {account!r} is not namespace/name")
+    usernames = _strings(problems, "exemptUsernames", c["exemptUsernames"])
+    agent_images = _strings(problems, "nodeAgentImages", c["nodeAgentImages"])
 
     exempt: set[str] = set()
     if _expect(problems, "exemptNamespaces", c["exemptNamespaces"], list, "a list of namespace names"):
@@ -278,7 +316,16 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
         shared_gpu=c["sharedGpu"],
         resource_name=c["gpuResourceName"],
         device_resources=tuple(devices),
+        shared_resources=tuple(shared),
+        companion_resources=tuple(companions),
+        kai=integrations["kai"]["enabled"],
+        kai_schedulers=frozenset(kai_schedulers),
+        hami=integrations["hami"]["enabled"],
+        xgpu=integrations["xgpu"]["enabled"],
         exempt_namespaces=frozenset(exempt),
+        exempt_service_accounts=frozenset(accounts),
+        exempt_usernames=frozenset(usernames),
+        node_agent_images=tuple(agent_images),
         cluster_version=version,
         ld_library_path_enabled=ld["enabled"],
         ld_library_path=ld["path"],
@@ -296,6 +343,33 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
         cert_reload_seconds=float(reload_s),
         drain_seconds=float(drain),
     )
+
+
+def _strings(problems: list[str], key: str, value: Any) -> list[str]:
+    """A list of non-empty strings, each bad item reported with its index."""
+    if not _expect(problems, key, value, list, "a list of strings"):
+        return []
+    out = []
+    for i, item in enumerate(value):
+        if isinstance(item, str) and item:
+            out.append(item)
+        else:
+            problems.append(f"{key}[{i}]: must be a non-empty string, got {item!r}")
+    return out
+
+
+def _resource_patterns(problems: list[str], key: str, value: Any) -> list[str]:
+    """Resource names, each with at most one * (fnmatch: nvidia.com/mig-* matches every MIG profile)."""
+    if not _expect(problems, key, value, list, "a list of resource names"):
+        return []
+    out = []
+    for i, name in enumerate(value):
+        bare = name.replace("*", "x", 1) if isinstance(name, str) else ""
+        if name.count("*") > 1 or "/" not in bare or not _LABEL_KEY.match(bare) if bare else True:
+            problems.append(f"{key}[{i}]: {name!r} is not a domain-qualified resource name (one * allowed)")
+        else:
+            out.append(name)
+    return out
 
 
 _CR_KEYS = ("group", "kind", "templates")

@@ -130,6 +130,20 @@ def clause(trigger: Any) -> Clause:
             True,
             value,
         )
+    if where is Where.GPU_RESOURCE:
+        # Patterns with "*" have no simple CEL spelling: send every container with an extended
+        # (domain-qualified) resource, a superset of the GPU model's names.
+        return Clause(
+            "(has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, k.contains('/'))) || "
+            "(has(c.resources.requests) && c.resources.requests.exists(k, k.contains('/')))))",
+            True,
+            "",
+        )
+    if where is Where.CONTAINER_IMAGE:
+        # A list setting: its JSON is a CEL list literal.
+        return Clause("(has(c.image) && %s.exists(p, c.image.startsWith(p)))", True, f"(toJson {value})")
+    if where is Where.RESOURCE_CLAIMS:
+        return Clause("has(object.spec.resourceClaims)", False, "")
     if where is Where.CONTAINER_ENV:
         return Clause("(has(c.env) && c.env.exists(e, e.name == '%s'))", True, value)
     if where is Where.CONTAINER_MOUNT:
@@ -173,7 +187,7 @@ def _condition_body(gated: list[tuple[str, Clause]]) -> str:
     lines += [
         "{{- if $cs -}}",
         '{{- $in := join " || " $cs -}}',
-        "{{- $ps = prepend $ps (printf \"(has(object.spec.ephemeralContainers) && "
+        '{{- $ps = prepend $ps (printf "(has(object.spec.ephemeralContainers) && '
         'object.spec.ephemeralContainers.exists(c, %s))" $in) -}}',
         '{{- $ps = prepend $ps (printf "(has(object.spec.initContainers) && '
         'object.spec.initContainers.exists(c, %s))" $in) -}}',
@@ -205,7 +219,7 @@ def template_source() -> str:
     pods = [(_rule_gate(r.id), clause(t)) for r in RULES for t in r.triggers]
     out = header
     out += (
-        "{{/* CEL for the pods webhook: a pod any enabled rule could fire on (\"false\": none can). */}}\n"
+        '{{/* CEL for the pods webhook: a pod any enabled rule could fire on ("false": none can). */}}\n'
         '{{- define "gpu-policy.podsCondition" -}}\n{{- $p := .Values.policy -}}\n'
         + _condition_body(pods)
         + "\n{{- end -}}\n\n"
@@ -249,7 +263,7 @@ def template_source() -> str:
             f'  operations: ["CREATE", "UPDATE"]\n  resources: {json.dumps(resources)}\n  scope: Namespaced\n'
         )
 
-    out += "{{/* Rules of the workloads webhook. */}}\n" '{{- define "gpu-policy.workloadRules" -}}\n'
+    out += '{{/* Rules of the workloads webhook. */}}\n{{- define "gpu-policy.workloadRules" -}}\n'
     out += "".join(rule_yaml(g, "v1", res) for g, res in builtin.items())
     for (switch, group), res in crds.items():
         out += f"{{{{- if .Values.webhook.customResources.{switch} }}}}\n" + rule_yaml(group, "*", res) + "{{- end }}\n"

@@ -59,6 +59,7 @@ class Request:
     name: str
     object: Any
     old_object: Any
+    user: str = ""  # request.userInfo.username (exemptUsernames)
 
 
 def _field(request: Mapping[str, Any], key: str, kind: type, *, required: bool = False) -> Any:
@@ -108,7 +109,16 @@ def parse(body: Any) -> Request:
         name=_field(request, "name", str),
         object=obj,
         old_object=request.get("oldObject"),
+        user=_username(request.get("userInfo")),
     )
+
+
+def _username(info: Any) -> str:
+    if info is None:
+        return ""
+    if not isinstance(info, Mapping) or not isinstance(info.get("username", ""), str):
+        raise ReviewError("request.userInfo must be an object with a string username")
+    return str(info.get("username", ""))
 
 
 # The API server may drop warnings past about 4 KiB in all (and cut single ones past 256

@@ -24,21 +24,24 @@ ESCAPE: Final = b"\\"
 _WATCHED_BYTES: Final = tuple((name, name.encode()) for name in sorted(WATCHED))
 
 
-def token(trigger: Trigger, policy: Policy) -> bytes:
-    """The bytes every body holding `trigger` contains. Label keys are matched with their
-    quotes, so `accelerator` does not match every body mentioning the word."""
+def tokens(trigger: Trigger, policy: Policy) -> tuple[bytes, ...]:
+    """Bytes of which every body holding `trigger` contains at least one. Label keys are matched
+    with their quotes, so `accelerator` does not match every body mentioning the word."""
     if trigger.where is Where.EVERY_POD:
-        return b""  # in every body
-    value = trigger.value(policy)
+        return (b"",)  # in every body
+    values = trigger.values(policy)
     if trigger.where is Where.NODE_LABEL:
-        return f'"{value}"'.encode()
-    return value.encode()
+        return tuple(f'"{v}"'.encode() for v in values)
+    if trigger.where is Where.GPU_RESOURCE:
+        # A name matching "nvidia.com/*.shared" contains both literal parts: the longer skips further.
+        return tuple(max(v.split("*"), key=len).encode() for v in values)
+    return tuple(v.encode() for v in values)
 
 
 def _tokens(triggers: Iterable[Trigger], policy: Policy) -> tuple[bytes, ...]:
     # Registry order, first occurrence kept: the GPU resource name comes first, and most
     # bodies that concern us contain it, so the scan usually stops after one token.
-    return tuple(dict.fromkeys(token(t, policy) for t in triggers))
+    return tuple(dict.fromkeys(t for trigger in triggers for t in tokens(trigger, policy)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -85,4 +85,10 @@ def test_templates_name_the_full_path(kind: str) -> None:
 def test_custom_resource_name() -> None:
     p = pod({"name": "c", "resources": {"limits": {"nvidia.com/mig-1g.5gb": "1.5", "nvidia.com/gpu": "1.5"}}})
     found = run(p, default_policy(resource_name="nvidia.com/mig-1g.5gb"), rule=ID)
-    assert [v.path for v in found] == ['spec.containers[0].resources.limits["nvidia.com/mig-1g.5gb"]']
+    # The configured resource is the one that may be a share; nvidia.com/gpu stays a device of
+    # the model, and devices come whole.
+    assert [(v.path, v.detail.split(":")[0]) for v in found] == [
+        ('spec.containers[0].resources.limits["nvidia.com/mig-1g.5gb"]', 'is "1.5"'),
+        ('spec.containers[0].resources.limits["nvidia.com/gpu"]', 'is "1.5"'),
+    ]
+    assert "whole devices" in found[1].detail

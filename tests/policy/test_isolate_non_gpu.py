@@ -99,3 +99,35 @@ def test_device_resources_are_configurable() -> None:
     assert ops == []  # an unparsable MIG request is left for validation, never voided
     _, out = mutated(obj)
     assert [c["name"] for c in out["spec"]["containers"] if VOID in c.get("env", [])] == ["amd"]
+
+
+def test_companions_dra_extended_resources_and_kai_fraction_containers() -> None:
+    # HAMi's memory-only request (its webhook adds nvidia.com/gpu later), CCE xGPU's resources and
+    # DRA-backed extended resources all hand out a GPU without nvidia.com/gpu.
+    obj = pod(
+        mig("hami", "nvidia.com/gpumem", 3000),
+        mig("xgpu", "volcano.sh/gpu-mem.128Mi", 5),
+        mig("dra-extended", "deviceclass.resource.kubernetes.io/gpu.nvidia.com"),
+        container("plain"),
+    )
+    _, out = mutated(obj)
+    assert [c["name"] for c in out["spec"]["containers"] if VOID in c.get("env", [])] == ["plain"]
+
+
+def test_kai_fraction_container_only_with_the_integration_and_only_that_container() -> None:
+    obj = pod(container("sidecar"), container("gpu"), schedulerName="kai-scheduler")
+    obj["metadata"]["annotations"] = {"gpu-fraction": "0.5", "gpu-fraction-container-name": "gpu"}
+    kai = default_policy(kai=True)
+    _, out = mutated(obj, kai)
+    assert [c["name"] for c in out["spec"]["containers"] if VOID in c.get("env", [])] == ["sidecar"]
+    _, out = mutated(obj)  # without the integration KAI's own webhook replaces the void
+    assert [c["name"] for c in out["spec"]["containers"] if VOID in c.get("env", [])] == ["sidecar", "gpu"]
+    other = dict(obj, spec={**obj["spec"], "schedulerName": "default-scheduler"})
+    _, out = mutated(other, kai)  # the annotation alone (any author can set it) changes nothing
+    assert [c["name"] for c in out["spec"]["containers"] if VOID in c.get("env", [])] == ["sidecar", "gpu"]
+
+
+def test_exempt_service_account_is_never_mutated() -> None:
+    obj = pod(container("exporter"), namespace="monitoring", serviceAccountName="dcgm-exporter")
+    assert mutated(obj, default_policy(exempt_service_accounts=frozenset({"monitoring/dcgm-exporter"})))[0] == []
+    assert len(mutated(obj)[0]) == 1

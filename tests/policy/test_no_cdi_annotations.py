@@ -23,5 +23,3 @@ def test_cdi_annotations_on_pods_and_templates() -> None:
     (v,) = run(d, rule=CDI)
     assert v.path == 'spec.template.metadata.annotations["nvidia.cdi.k8s.io/container.c"]'
     assert v.describe().startswith("no-cdi-annotations (pod: spec.template.metadata.annotations")
-
-

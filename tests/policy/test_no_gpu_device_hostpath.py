@@ -113,5 +113,3 @@ def test_classic_dev_null_device_list_trick() -> None:
 def test_hostpath_in_templates(kind: str) -> None:
     (v,) = run(wrap(pod(container(), volumes=[host_volume("/dev")]), kind), rule=HOSTPATH)
     assert v.path == f"{SPEC_PATH[kind]}.volumes[0].hostPath.path"
-
-

@@ -13,5 +13,3 @@ def test_host_namespaces_in_gpu_pods() -> None:
     assert run(pod(container(), hostPID=True), rule=HOSTNS) == []
     assert len(run(pod(container(), hostIPC=True, nodeSelector={"accelerator": "t4"}), rule=HOSTNS)) == 1
     assert run(pod(container(gpu=1), hostPID=False), rule=HOSTNS) == []
-
-

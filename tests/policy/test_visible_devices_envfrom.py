@@ -32,5 +32,3 @@ def test_envfrom_is_a_warning_by_default() -> None:
     from webhook.config import from_mapping
 
     assert from_mapping({}, environ={}).policy.mode(ENVFROM) is Mode.WARN
-
-

@@ -29,22 +29,23 @@ WARN_PREFIX: Final = "would violate GPU policy: "
 
 
 def pod_views(
-    obj: Any, group: str, kind: str, policy: Policy, watch: frozenset[str] = WATCHED
+    obj: Any, group: str, kind: str, policy: Policy, watch: frozenset[str] = WATCHED, namespace: str = ""
 ) -> list[PodView] | None:
     """Every pod template in `obj` (the Pod itself for a Pod), or None for kinds without templates.
 
     `watch` narrows the env names worth recording to those the request can contain (the
     transport knows from the raw body); env lists without any of them are not walked.
+    `namespace` is the request's ("" reads the object's metadata).
     """
     templates = find_templates(group, kind, policy)
     if templates is None:
         return None
-    return build_views(obj, templates, policy, watch)
+    return build_views(obj, templates, policy, watch, kind, namespace)
 
 
-def pod_view(obj: Any, policy: Policy, watch: frozenset[str] = WATCHED) -> PodView:
+def pod_view(obj: Any, policy: Policy, watch: frozenset[str] = WATCHED, namespace: str = "") -> PodView:
     """The view of a Pod."""
-    found = pod_views(obj, "", "Pod", policy, watch)
+    found = pod_views(obj, "", "Pod", policy, watch, namespace)
     assert found is not None and len(found) == 1
     return found[0]
 
@@ -87,8 +88,19 @@ def pod_violations(pod: PodView, policy: Policy) -> list[Violation]:
     return out
 
 
+def exempt(pod: PodView, policy: Policy) -> bool:
+    """Whether the pod (template) runs as an exempt service account (exemptServiceAccounts).
+
+    Like Pod Security Admission's exemptions, set by the platform in config, never by a pod
+    author: only someone who may create pods in that namespace can run as its service
+    accounts, so `monitoring/dcgm-exporter` trusts that namespace's owners, not every user.
+    """
+    accounts = policy.exempt_service_accounts
+    return bool(accounts) and f"{pod.namespace}/{pod.service_account}" in accounts
+
+
 def find_violations(
-    obj: Any, group: str, kind: str, policy: Policy, watch: frozenset[str] = WATCHED
+    obj: Any, group: str, kind: str, policy: Policy, watch: frozenset[str] = WATCHED, namespace: str = ""
 ) -> list[Violation] | None:
     """Every violation in `obj`, or None when its kind is not policed at all."""
     object_rules = OBJECT_RULES_BY_KIND.get((group, kind))
@@ -96,10 +108,10 @@ def find_violations(
         if not isinstance(obj, dict):
             raise ShapeError("object", "must be an object")
         return [v for r in object_rules if policy.mode(r.id) is not Mode.OFF for v in r.check(obj, policy)]
-    pods = pod_views(obj, group, kind, policy, watch)
+    pods = pod_views(obj, group, kind, policy, watch, namespace)
     if pods is None:
         return None
-    return [v for pod in pods for v in pod_violations(pod, policy)]
+    return [v for pod in pods if not exempt(pod, policy) for v in pod_violations(pod, policy)]
 
 
 @dataclass(slots=True)
@@ -169,7 +181,7 @@ def mutate(pod: PodView, policy: Policy) -> Changes:
     The opt-out annotation turns off the mutations that allow it (Mutation.opt_out), never
     isolation: an annotation any pod author can set must not be a way to see every GPU.
     """
-    if not pod.is_pod:
+    if not pod.is_pod or exempt(pod, policy):
         return Changes([], [])
     plan = _plan(policy)
     ops: list[dict[str, Any]] = []
@@ -183,4 +195,6 @@ def mutate(pod: PodView, policy: Policy) -> Changes:
 
 def mutate_new_ephemeral(pod: PodView, policy: Policy, existing: Collection[str]) -> Changes:
     """Patches for the pods/ephemeralcontainers subresource: only new ephemeral containers change."""
+    if exempt(pod, policy):
+        return Changes([], [])
     return isolate_non_gpu.mutate_new_ephemeral(pod, policy, existing)

@@ -1,60 +1,220 @@
-"""Which containers get a GPU, and which ones isolation gives NVIDIA_VISIBLE_DEVICES=void.
+"""The GPU model: does this container (pod) get a GPU, and through what?
 
-One place for the question every rule and mutation asks, so a rule never reaches into a
-mutation's internals to learn what the mutation will do.
+Every rule and mutation asks here instead of reading one resource name, because real
+clusters hand out GPUs in many ways (all configured in `webhook.config`, one place):
+
+- device-plugin resources (`gpuDeviceResources`): `nvidia.com/gpu`, MIG slices
+  (`nvidia.com/mig-1g.5gb`), renamed time-sliced/MPS slots (`nvidia.com/gpu.shared`), and
+  DRA-backed extended resources (`deviceclass.resource.kubernetes.io/<class>`);
+- companion resources that imply a GPU without a device resource (`gpuCompanionResources`:
+  HAMi's `nvidia.com/gpumem`, whose webhook adds `nvidia.com/gpu: 1` later; CCE xGPU's
+  `volcano.sh/gpu-mem.128Mi`);
+- DRA claims (`resources.claims`): which device a claim resolves to needs the cluster, so a
+  claim holder *may* hold a GPU and is treated as one (conservative both ways: never voided,
+  and a pod with claims is a GPU pod for the privilege and side-door rules);
+- an integration: KAI Scheduler's fraction container (`integrations.kai`), which gets its GPU
+  through KAI's own `NVIDIA_VISIBLE_DEVICES` from a ConfigMap.
+
+Getting this wrong in one direction voids a GPU container (the kubelet puts pod env after the
+device plugin's, so `void` wins and the container loses the GPU it was allocated); in the
+other it lets a privileged GPU pod in. Both are worse than a missed warning.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from decimal import Decimal
 from fnmatch import fnmatchcase
 from functools import lru_cache
+from typing import Final
 
-from .nvidia import VISIBLE_DEVICES
-from .objects import Container
+from .nvidia import VISIBLE_DEVICES, grants_devices
+from .objects import Container, EnvVar, PodView
 from .quantity import QuantityError, parse_quantity
-from .types import Policy
+from .types import ContainerKind, Policy
+
+# KAI Scheduler's pod annotations (kai-scheduler/KAI-Scheduler pkg/common/constants).
+KAI_FRACTION: Final = "gpu-fraction"
+KAI_MEMORY: Final = "gpu-memory"
+KAI_CONTAINER: Final = "gpu-fraction-container-name"
+KAI_CONFIG_MAP: Final = "runai/shared-gpu-configmap"
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """How a container gets a GPU: `how` is "resource", "companion", "claim" or "kai"."""
+
+    how: str
+    name: str  # the resource name, the claim name, or the KAI annotation
+
+    def __str__(self) -> str:
+        if self.how == "claim":
+            return f'DRA claim "{self.name}"'
+        if self.how == "kai":
+            return f"KAI Scheduler ({self.name} annotation)"
+        return self.name
 
 
 def requests_gpu(c: Container) -> bool:
-    """A parsed GPU count above 0."""
+    """A count above 0 of the GPU resource itself (gpuResourceName): what the CCE-era conveniences
+    (LD_LIBRARY_PATH, the default GPU model) were written for."""
     return c.gpu is not None and c.gpu > 0
 
 
-@lru_cache(maxsize=256)
-def _is_device_resource(name: str, patterns: tuple[str, ...]) -> bool:
+@lru_cache(maxsize=512)
+def _matches(name: str, patterns: tuple[str, ...]) -> bool:
     # Cached: a cluster has a handful of resource names, and fnmatch is not free.
     return any(fnmatchcase(name, p) for p in patterns)
 
 
-def requests_devices(c: Container, policy: Policy) -> bool:
-    """Whether limits or requests ask for any device resource of the GPU model (gpuDeviceResources)
-    with a value that is not a clear 0: MIG slices and shared GPUs hand out devices under their own
-    names, and the kubelet puts the device plugin's env *before* the pod's, so a void would win."""
+def is_device(name: str, policy: Policy) -> bool:
+    """A device-plugin resource of the GPU model (the GPU resource itself always is)."""
+    return name == policy.resource_name or _matches(name, policy.device_resources)
+
+
+def is_shared(name: str, policy: Policy) -> bool:
+    """A time-sliced/MPS slot: the device plugin refuses more than one per container under MPS."""
+    return _matches(name, policy.shared_resources)
+
+
+def is_companion(name: str, policy: Policy) -> bool:
+    return _matches(name, policy.companion_resources)
+
+
+def _nonzero(value: object) -> bool:
+    try:
+        return parse_quantity(value) != 0
+    except QuantityError:
+        return True  # unparsable: validation reports it; never void what may be a GPU
+
+
+def _resource_source(c: Container, policy: Policy) -> Source | None:
+    companion: Source | None = None
     for side in (c.limits, c.requests):
         if not side:
             continue
         for name, value in side.items():
-            if isinstance(name, str) and "/" in name and _is_device_resource(name, policy.device_resources):
-                try:
-                    if parse_quantity(value) == 0:
-                        continue
-                except QuantityError:
-                    pass  # unparsable: validation reports it; never void what may be a GPU
-                return True
-    return False
+            if "/" not in name:
+                continue  # cpu, memory, hugepages-*: never a GPU (and the common case)
+            if is_device(name, policy):
+                if _nonzero(value):
+                    return Source("resource", name)
+            elif companion is None and is_companion(name, policy) and _nonzero(value):
+                companion = Source("companion", name)
+    return companion
 
 
-def isolated(c: Container, policy: Policy) -> bool:
+def kai_pod(view: PodView, policy: Policy) -> str | None:
+    """The KAI annotation of a KAI fraction pod (gpu-fraction / gpu-memory, KAI's schedulerName),
+    whether or not the integration is on: such a pod asks for a share of a GPU."""
+    if view.scheduler_name not in policy.kai_schedulers:
+        return None
+    for key in (KAI_FRACTION, KAI_MEMORY):
+        if key in view.annotations:
+            return key
+    return None
+
+
+def kai_container(view: PodView) -> Container | None:
+    """The container KAI gives the fraction to: the one its annotation names, else the first."""
+    named = view.annotations.get(KAI_CONTAINER)
+    for c in view.containers:
+        if (c.name == named) if named else c.kind is ContainerKind.REGULAR:
+            return c
+    return None
+
+
+def source(c: Container, view: PodView, policy: Policy) -> Source | None:
+    """How `c` gets a GPU, or None: the one question every rule and mutation asks."""
+    found = c.gpu_source
+    if found is None:
+        found = _source(c, view, policy) or False
+        c.gpu_source = found
+    return found or None
+
+
+def _source(c: Container, view: PodView, policy: Policy) -> Source | None:
+    if requests_gpu(c):
+        return Source("resource", policy.resource_name)
+    found = _resource_source(c, policy)
+    if found is not None:
+        return found
+    if c.claims:
+        return Source("claim", c.claims[0])
+    if policy.kai:
+        key = kai_pod(view, policy)
+        if key is not None and kai_container(view) is c:
+            return Source("kai", key)
+    return None
+
+
+def gpu_pod(view: PodView, policy: Policy) -> bool:
+    """A pod that may run with a GPU: any container with a GPU source, DRA claims on the pod, a
+    KAI fraction pod, or a pod pinned to GPU nodes by the accelerator label."""
+    return (
+        bool(view.resource_claims)
+        or any(source(c, view, policy) is not None for c in view.containers)
+        or view.pinned_to(policy.accelerator_label)
+        or kai_pod(view, policy) is not None
+    )
+
+
+def resource_hint(c: Container, view: PodView, policy: Policy) -> str:
+    """The resource a fix text should name: the one the container uses, else the configured one."""
+    found = source(c, view, policy)
+    if found is not None and found.how in ("resource", "companion"):
+        return found.name
+    return policy.resource_name
+
+
+def isolated(c: Container, view: PodView, policy: Policy) -> bool:
     """Whether isolate-non-gpu gives (or gave) `c` an explicit NVIDIA_VISIBLE_DEVICES=void.
 
-    Not: containers that request a GPU, or any device resource of the GPU model (MIG, shared);
-    containers that set the variable themselves (a
-    value granting nothing already isolates; one granting devices is left for validation
-    to deny with its message); containers whose GPU request does not parse (validation
-    reports it); containers with DRA claims (a DRA driver may hand them devices through CDI).
+    Only containers that get no GPU by any path of the model, that the pod does not exempt,
+    and that do not set the variable themselves (a value granting nothing already isolates;
+    one granting devices is left for validation to deny with its message).
     """
-    if not policy.isolate_non_gpu or VISIBLE_DEVICES in c.watched or requests_gpu(c):
+    return policy.isolate_non_gpu and VISIBLE_DEVICES not in c.watched and source(c, view, policy) is None
+
+
+def sees_no_gpu(c: Container, view: PodView, policy: Policy) -> bool:
+    """`c` gets no GPU and isolation voids it, or already did (the validating webhook sees the
+    pod after the mutating one): what a GPU node agent must not silently suffer."""
+    if source(c, view, policy) is not None:
         return False
-    if c.gpu is None and c.names_resource(policy.resource_name):
-        return False  # a GPU request that does not parse: leave it to validation
-    return not c.claims and not requests_devices(c, policy)
+    entries = c.env(VISIBLE_DEVICES)
+    if not entries:
+        return policy.isolate_non_gpu
+    last = entries[-1]
+    return not last.value_from and not grants_devices(last.value)
+
+
+def kai_injected(entry: EnvVar, c: Container, view: PodView, policy: Policy) -> bool:
+    """Whether `entry` is the NVIDIA_VISIBLE_DEVICES KAI's webhook gives a fraction container:
+    valueFrom.configMapKeyRef, key NVIDIA_VISIBLE_DEVICES, ConfigMap `<prefix>-<index>` (`-i<index>`
+    for an init container) where the prefix is KAI's runai/shared-gpu-configmap annotation.
+    KAI's binder writes that ConfigMap with the devices it allocated, so only the fraction
+    container of a KAI pod may carry it; any other pod copying the pattern is still denied."""
+    ref = entry.config_map_key
+    if not policy.kai or ref is None or ref[1] != VISIBLE_DEVICES or kai_pod(view, policy) is None:
+        return False
+    prefix = view.annotations.get(KAI_CONFIG_MAP)
+    if not prefix or kai_container(view) is not c:
+        return False
+    index = f"i{c.index}" if c.kind is ContainerKind.INIT else str(c.index)
+    return ref[0] == f"{prefix}-{index}"
+
+
+def node_agent(view: PodView, policy: Policy) -> str | None:
+    """The image of a container that looks like a GPU node agent (an image under
+    nodeAgentImages, in a pod with hostPID or one copy per node), or None."""
+    if not (view.host_pid or view.daemon):
+        return None
+    for c in view.containers:
+        if c.image.startswith(policy.node_agent_images):
+            return c.image
+    return None
+
+
+def whole(value: Decimal) -> bool:
+    return value == value.to_integral_value()

@@ -40,6 +40,9 @@ class EnvVar:
     index: int
     value: str  # "" when unset or set through valueFrom
     value_from: bool
+    # (ConfigMap name, key) when set through valueFrom.configMapKeyRef (how KAI Scheduler's
+    # webhook hands a fraction container its GPU), else None.
+    config_map_key: tuple[str, str] | None = None
 
 
 # One envFrom item: ("ConfigMap" | "Secret" | "", name).
@@ -60,6 +63,7 @@ class Container:
     field: str  # kind.field, as a plain attribute (an Enum's properties cost a call each)
     index: int
     name: str
+    image: str
     spec_path: str  # field path of the pod spec, e.g. "spec.template.spec"
     spec_pointer: str  # JSON pointer of the pod spec, e.g. "/spec"
     has_env: bool  # whether `env` exists (a patch appends to it or creates it)
@@ -72,6 +76,8 @@ class Container:
     privileged: bool
     added_capabilities: tuple[str, ...]
     gpu: Decimal | None  # parsed GPU count (limits, else requests); None when unset or unparsable
+    # How this container gets a GPU, worked out once by webhook.policy.gpus (None: not yet asked).
+    gpu_source: Any = None
     _env_from: tuple[EnvSource, ...] | None = None
     _mount_paths: tuple[str, ...] | None = None
 
@@ -143,6 +149,12 @@ class PodView:
     host_ipc: bool
     node_name: str
     is_pod: bool
+    kind: str  # the object's kind ("Pod", "DaemonSet", ...)
+    owner_kind: str  # a Pod's controller (ownerReferences[controller=true].kind), else ""
+    namespace: str
+    scheduler_name: str
+    service_account: str
+    resource_claims: tuple[str, ...]  # spec.resourceClaims[*].name (DRA)
     _host_paths: tuple[HostPath, ...] | None = None
 
     @property
@@ -154,6 +166,7 @@ class PodView:
 
     @property
     def requests_gpu(self) -> bool:
+        """A count above 0 of the configured GPU resource (gpuResourceName) in any container."""
         return any(c.gpu is not None and c.gpu > 0 for c in self.containers)
 
     def pinned_to(self, label: str) -> bool:
@@ -163,8 +176,10 @@ class PodView:
             return True
         return label in self.affinity_keys
 
-    def is_gpu_pod(self, policy: Policy) -> bool:
-        return self.requests_gpu or self.pinned_to(policy.accelerator_label)
+    @property
+    def daemon(self) -> bool:
+        """A DaemonSet's template, or a Pod a DaemonSet made: one copy on every node."""
+        return self.kind == "DaemonSet" or self.owner_kind == "DaemonSet"
 
 
 def group_of(api_version: object) -> str:
@@ -231,17 +246,39 @@ def find_templates(group: str, kind: str, policy: Policy) -> Templates | None:
     return builtin.templates if builtin is not None else None
 
 
-def build_views(obj: Any, templates: Templates, policy: Policy, watch: frozenset[str] = WATCHED) -> list[PodView]:
-    """A view of every pod template `templates` finds in `obj` (one for a Pod or a Deployment)."""
+def build_views(
+    obj: Any,
+    templates: Templates,
+    policy: Policy,
+    watch: frozenset[str] = WATCHED,
+    kind: str = "Pod",
+    namespace: str = "",
+) -> list[PodView]:
+    """A view of every pod template `templates` finds in `obj` (one for a Pod or a Deployment).
+
+    `namespace` is the request's; "" reads the object's metadata.namespace (offline files)."""
     if not isinstance(obj, dict):
         raise ShapeError("object", f"must be an object, got {_type(obj)}")
+    if not namespace:
+        meta = obj.get("metadata")
+        found = meta.get("namespace") if isinstance(meta, dict) else None
+        namespace = found if isinstance(found, str) else ""
     if templates.required:
-        return [build_view(obj, keys, policy, watch) for keys in templates.paths]
-    return [build_view(obj, keys, policy, watch) for pattern in templates.paths for keys in expand(obj, pattern)]
+        return [build_view(obj, keys, policy, watch, kind, namespace) for keys in templates.paths]
+    return [
+        build_view(obj, keys, policy, watch, kind, namespace)
+        for pattern in templates.paths
+        for keys in expand(obj, pattern)
+    ]
 
 
 def build_view(
-    obj: dict[str, Any], keys: tuple[Key, ...], policy: Policy, watch: frozenset[str] = WATCHED
+    obj: dict[str, Any],
+    keys: tuple[Key, ...],
+    policy: Policy,
+    watch: frozenset[str] = WATCHED,
+    kind: str = "Pod",
+    namespace: str = "",
 ) -> PodView:
     """Walk `obj` down `keys` to a pod template ({metadata, spec}) and read it into a `PodView`."""
     node: Any = obj
@@ -269,19 +306,24 @@ def build_view(
 
     containers: list[Container] = []
     spec_pointer = f"{ptr}/spec"
-    for kind, kind_field in _KINDS:
+    for container_kind, kind_field in _KINDS:
         items = spec.get(kind_field)
         if items is None:
             continue
         if not isinstance(items, list):
             raise ShapeError(f"{spec_path}.{kind_field}", f"must be a list, got {_type(items)}")
         for index, raw in enumerate(items):
-            containers.append(_container(raw, kind, kind_field, index, spec_path, spec_pointer, policy, watch))
+            containers.append(
+                _container(raw, container_kind, kind_field, index, spec_path, spec_pointer, policy, watch)
+            )
 
     node_name = spec.get("nodeName")
     volumes = spec.get("volumes")
     host_pid = spec.get("hostPID")
     host_ipc = spec.get("hostIPC")
+    scheduler = spec.get("schedulerName")
+    account = spec.get("serviceAccountName") or spec.get("serviceAccount")  # the second: deprecated alias
+    claims = spec.get("resourceClaims")
     return PodView(
         path=spec_path,
         meta_path=meta_path,
@@ -295,7 +337,32 @@ def build_view(
         host_ipc=host_ipc is not None and _flag(host_ipc, spec_path, "hostIPC"),
         node_name="" if node_name is None else _string(node_name, spec_path, "nodeName"),
         is_pod=not keys,
+        kind=kind,
+        owner_kind=_controller_kind(metadata.get("ownerReferences"), meta_path) if not keys else "",
+        namespace=namespace,
+        scheduler_name="" if scheduler is None else _string(scheduler, spec_path, "schedulerName"),
+        service_account="default" if account is None else _string(account, spec_path, "serviceAccountName"),
+        resource_claims=() if claims is None else _resource_claims(claims, spec_path),
     )
+
+
+def _controller_kind(value: Any, meta_path: str) -> str:
+    if value is None:
+        return ""
+    for i, ref in enumerate(_objects(value, meta_path, "ownerReferences")):
+        if ref.get("controller") is True:
+            return _string(ref.get("kind"), f"{meta_path}.ownerReferences[{i}]", "kind")
+    return ""
+
+
+def _resource_claims(value: Any, spec_path: str) -> tuple[str, ...]:
+    """spec.resourceClaims[*].name. Both shapes are accepted: 1.31+ puts resourceClaimName or
+    resourceClaimTemplateName on the entry, 1.26-1.30 wrapped them in `source`; only the name
+    matters here (which device a claim resolves to needs the cluster)."""
+    out: list[str] = []
+    for i, claim in enumerate(_objects(value, spec_path, "resourceClaims")):
+        out.append(_string(claim.get("name"), f"{spec_path}.resourceClaims[{i}]", "name"))
+    return tuple(out)
 
 
 def _annotations(value: Any, meta_path: str) -> dict[str, str]:
@@ -350,6 +417,9 @@ def _container(
     name = c.get("name", "")
     if not isinstance(name, str):
         raise ShapeError(f"{path}.name", f"must be a string, got {_type(name)}")
+    image = c.get("image") or ""  # templates may leave it to a controller; JSON null is ""
+    if not isinstance(image, str):
+        raise ShapeError(f"{path}.image", f"must be a string, got {_type(image)}")
 
     env = c.get("env")
     watched: dict[str, list[EnvVar]] = {}
@@ -366,7 +436,8 @@ def _container(
                 value = entry.get("value")
                 if value is not None and not isinstance(value, str):
                     raise ShapeError(f"{path}.env[{i}].value", f"must be a string, got {_type(value)}")
-                found = EnvVar(i, value or "", entry.get("valueFrom") is not None)
+                source = entry.get("valueFrom")
+                found = EnvVar(i, value or "", source is not None, _config_map_key(source, f"{path}.env[{i}]"))
                 watched.setdefault(env_name, []).append(found)
 
     limits = requests = None
@@ -402,6 +473,7 @@ def _container(
         field=kind_field,
         index=index,
         name=name,
+        image=image,
         spec_path=spec_path,
         spec_pointer=spec_pointer,
         has_env=env is not None,
@@ -433,6 +505,23 @@ def _env_from(value: Any, c: Container) -> tuple[EnvSource, ...]:
 
 
 _ENV_SOURCES: Final = (("configMapRef", "ConfigMap"), ("secretRef", "Secret"))
+
+
+def _config_map_key(source: Any, path: str) -> tuple[str, str] | None:
+    """(name, key) of valueFrom.configMapKeyRef, or None for any other source."""
+    if source is None:
+        return None
+    if not isinstance(source, dict):
+        raise ShapeError(f"{path}.valueFrom", f"must be an object, got {_type(source)}")
+    ref = source.get("configMapKeyRef")
+    if ref is None:
+        return None
+    if not isinstance(ref, dict):
+        raise ShapeError(f"{path}.valueFrom.configMapKeyRef", f"must be an object, got {_type(ref)}")
+    name, key = ref.get("name") or "", ref.get("key") or ""
+    if not isinstance(name, str) or not isinstance(key, str):
+        raise ShapeError(f"{path}.valueFrom.configMapKeyRef", "must have a string name and key")
+    return (name, key)
 
 
 def _mount_paths(value: Any, c: Container) -> tuple[str, ...]:

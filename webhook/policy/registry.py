@@ -9,8 +9,10 @@ from .mutations import accelerator_node_selector, isolate_non_gpu, ld_library_pa
 from .rules import (
     driver_capabilities_non_gpu,
     gpu_limitrange,
+    gpu_node_agent,
     gpu_quantity,
     gpu_requests_equal_limits,
+    gpu_shared_slots,
     no_cdi_annotations,
     no_gpu_device_hostpath,
     no_host_namespaces_gpu,
@@ -30,6 +32,8 @@ RULES: tuple[Rule, ...] = (
     no_host_namespaces_gpu.RULE,
     visible_devices_envfrom.RULE,
     driver_capabilities_non_gpu.RULE,
+    gpu_node_agent.RULE,
+    gpu_shared_slots.RULE,
 )
 
 OBJECT_RULES: tuple[ObjectRule, ...] = (

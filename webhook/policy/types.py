@@ -59,10 +59,22 @@ class Policy:
     modes: Mapping[str, Mode]
     shared_gpu: bool
     resource_name: str
-    # Extended resources that hand a container GPU devices (MIG, renamed shared GPUs...):
-    # names, or patterns with one "*". Isolation never voids a container that requests one.
+    # The GPU model (webhook.policy.gpus reads it; nothing else should): device-plugin resources
+    # that are GPUs (names, or fnmatch patterns with one "*"), which of them are time-sliced/MPS
+    # slots (at most 1 per container), and resources that imply a GPU without one (HAMi, xGPU).
     device_resources: tuple[str, ...]
+    shared_resources: tuple[str, ...]
+    companion_resources: tuple[str, ...]
+    # Integrations with GPU-sharing schedulers (off by default).
+    kai: bool
+    kai_schedulers: frozenset[str]
+    hami: bool
+    xgpu: bool
+    # Exemptions, PSA-style: set by the platform in config, never by a pod author.
     exempt_namespaces: frozenset[str]
+    exempt_service_accounts: frozenset[str]  # "namespace/name"
+    exempt_usernames: frozenset[str]
+    node_agent_images: tuple[str, ...]  # image prefixes of GPU node agents
     # (major, minor) of the cluster, or None when unknown: unknown skips version-gated mutations.
     cluster_version: tuple[int, int] | None
     ld_library_path_enabled: bool
@@ -79,12 +91,16 @@ class Policy:
         # `modes` is complete when built from config; an id it lacks is judged strictly.
         return self.modes.get(rule_id, Mode.DENY)
 
-    def setting(self, key: str) -> str:
-        """The value of a config key a trigger names (see Trigger.setting)."""
+    def setting(self, key: str) -> tuple[str, ...]:
+        """The value(s) of a config key a trigger names (see Trigger.setting)."""
         if key == "gpuResourceName":
-            return self.resource_name
+            return (self.resource_name,)
+        if key == "gpuResources":  # every resource the GPU model counts (webhook.policy.gpus)
+            return (self.resource_name, *self.device_resources, *self.companion_resources)
         if key == "acceleratorNodeSelector.labelKey":
-            return self.accelerator_label
+            return (self.accelerator_label,)
+        if key == "nodeAgentImages":
+            return self.node_agent_images
         raise KeyError(key)
 
 
@@ -95,6 +111,10 @@ class Where(StrEnum):
 
     EVERY_POD = "every pod"  # the rule or mutation may act on any pod
     CONTAINER_RESOURCE = "container resource"  # a key of any container's limits or requests
+    # a key of any container's limits or requests matching a pattern (one "*") of the GPU model
+    GPU_RESOURCE = "GPU resource"
+    CONTAINER_IMAGE = "container image"  # a prefix of any container's image
+    RESOURCE_CLAIMS = "resource claims"  # spec.resourceClaims (DRA)
     CONTAINER_ENV = "container env"  # the name of an env entry of any container
     CONTAINER_MOUNT = "container mount"  # a substring of any container's volumeMounts[*].mountPath
     NODE_LABEL = "node label"  # a nodeSelector key, or any required node affinity
@@ -104,21 +124,30 @@ class Where(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Trigger:
-    """Something every object a rule acts on contains: literal `text`, or the value of the
-    config key `setting` (e.g. the GPU resource name), at `where`."""
+    """Something every object a rule acts on contains: literal `text`, or one of the values of
+    the config key `setting` (e.g. the GPU resource name), at `where`."""
 
     where: Where
     text: str = ""
     setting: str = ""
 
-    def value(self, policy: Policy) -> str:
-        return policy.setting(self.setting) if self.setting else self.text
+    def values(self, policy: Policy) -> tuple[str, ...]:
+        return policy.setting(self.setting) if self.setting else (self.text,)
 
 
 EVERY_POD = (Trigger(Where.EVERY_POD),)
 GPU_REQUEST = (Trigger(Where.CONTAINER_RESOURCE, setting="gpuResourceName"),)
-# A GPU pod: a GPU request, or pinned to GPU nodes by the accelerator label.
-GPU_POD = (*GPU_REQUEST, Trigger(Where.NODE_LABEL, setting="acceleratorNodeSelector.labelKey"))
+# Any resource of the GPU model (device-plugin GPUs, MIG, shared slots, companions).
+GPU_RESOURCE = (Trigger(Where.GPU_RESOURCE, setting="gpuResources"),)
+# A GPU pod (webhook.policy.gpus.gpu_pod): a GPU resource, a DRA claim, a KAI fraction pod, or
+# pinned to GPU nodes by the accelerator label.
+GPU_POD = (
+    *GPU_RESOURCE,
+    Trigger(Where.RESOURCE_CLAIMS, "resourceClaims"),
+    Trigger(Where.ANNOTATION, "gpu-fraction"),
+    Trigger(Where.ANNOTATION, "gpu-memory"),
+    Trigger(Where.NODE_LABEL, setting="acceleratorNodeSelector.labelKey"),
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,8 @@ def _ops(view: PodView, policy: Policy, skip: Collection[str] = (), only_ephemer
     return [
         append_env(c.pointer, c.has_env, dict(VOID))
         for c in view.containers
-        if (not only_ephemeral or (c.kind is ContainerKind.EPHEMERAL and c.name not in skip)) and isolated(c, policy)
+        if (not only_ephemeral or (c.kind is ContainerKind.EPHEMERAL and c.name not in skip))
+        and isolated(c, view, policy)
     ]
 
 

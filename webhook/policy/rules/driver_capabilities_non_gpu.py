@@ -8,7 +8,7 @@ Not flagged: GPU containers (capabilities are theirs to choose), other values (`
 
 from __future__ import annotations
 
-from ..gpus import requests_gpu
+from ..gpus import source
 from ..objects import PodView
 from ..quantity import describe
 from ..types import Mode, Policy, Rule, Trigger, Violation, Where
@@ -28,7 +28,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
             describe(entry.value),
         )
         for c in view.containers
-        if not requests_gpu(c)
+        if source(c, view, policy) is None
         for entry in c.env(NAME)
         if not entry.value_from and "all" in (item.strip() for item in entry.value.split(","))
     ]

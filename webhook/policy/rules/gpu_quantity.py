@@ -1,72 +1,145 @@
-"""gpu-quantity: every GPU count is a whole number of cards or a share of one.
+"""gpu-quantity: every count of a GPU resource is a number its device plugin can hand out.
 
-Restricted fields: spec.{initContainers,containers}[*].resources.{limits,requests}["nvidia.com/gpu"]
-Allowed values: 0; positive integers (1, "1", "1000m", 1e0); with sharedGpu, decimals
-strictly between 0 and 1 (0.5, "500m").
+Restricted fields: spec.{initContainers,containers}[*].resources.{limits,requests}[<name>] for
+every resource of the GPU model (webhook.policy.gpus).
+Allowed values:
+- the GPU resource (gpuResourceName): 0; positive integers (1, "1", "1000m", 1e0); with
+  sharedGpu, decimals strictly between 0 and 1 (0.5, "500m"): only it can be a share;
+- other device resources (MIG slices, shared slots, DRA extended resources): whole numbers;
+  a MIG slice or a time-sliced slot is already a share, and their plugins count whole devices;
+- with integrations.hami: nvidia.com/gpucores and nvidia.com/gpumem-percentage whole 0-100,
+  nvidia.com/gpumem a whole number of MiB above 0;
+- with integrations.xgpu: volcano.sh/gpu-mem.128Mi a whole number of 128 MiB blocks above 0,
+  volcano.sh/gpu-core.percentage a multiple of 5 from 5 to 100.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
+from typing import Final
 
+from ..gpus import is_device, whole
 from ..objects import PodView, quote_key
 from ..quantity import QuantityError, describe, parse_quantity
-from ..types import GPU_REQUEST, Policy, Rule, Violation
+from ..types import GPU_RESOURCE, Policy, Rule, Violation
 
 ID = "gpu-quantity"
 _ONE = Decimal(1)
+_HUNDRED = Decimal(100)
 _MISSING = object()
 
+# (detail, fix) for a parsed value that breaks a resource's constraint, or None.
+Constraint = Callable[[Decimal, str, Policy], tuple[str, str] | None]
 
-def problem(value: object, policy: Policy) -> tuple[str, str] | None:
-    """(detail, fix) when `value` is not an acceptable GPU quantity."""
+
+def _gpu_fix(policy: Policy) -> str:
+    fix = "use a whole number of GPUs such as 1 or 2"
+    return fix + ", or a share of one GPU below 1 such as 0.5" if policy.shared_gpu else fix
+
+
+def _gpu(q: Decimal, shown: str, policy: Policy) -> tuple[str, str] | None:
+    whole_fix = _gpu_fix(policy)
+    if whole(q):
+        return None
+    if q > _ONE:
+        return f"is {shown}: more than one GPU must be a whole number (a share is always of one card)", whole_fix
+    if not policy.shared_gpu:
+        return f"is {shown}: GPU shares (values below 1) are not enabled on this cluster", whole_fix
+    return None
+
+
+def _device(q: Decimal, shown: str, policy: Policy) -> tuple[str, str] | None:
+    if whole(q):
+        return None
+    return (
+        f"is {shown}: this resource hands out whole devices (a MIG slice or a shared slot is already a "
+        f"share of a GPU; only {policy.resource_name} takes decimals)",
+        "use a whole number such as 1",
+    )
+
+
+def _bounded(low: int, high: int | None, step: int, unit: str) -> Constraint:
+    def check(q: Decimal, shown: str, policy: Policy) -> tuple[str, str] | None:
+        ok = whole(q) and q >= low and (high is None or q <= high) and int(q) % step == 0
+        if ok:
+            return None
+        span = f"from {low} to {high}" if high is not None else f"of at least {low}"
+        every = f" in steps of {step}" if step > 1 else ""
+        return f"is {shown}: must be a whole number {span}{every} ({unit})", f"use a whole number {span}{every}"
+
+    return check
+
+
+# Companion resources whose values the integrations know.
+HAMI: Final[dict[str, Constraint]] = {
+    "nvidia.com/gpucores": _bounded(0, 100, 1, "percent of the GPU's cores"),
+    "nvidia.com/gpumem-percentage": _bounded(0, 100, 1, "percent of the GPU's memory"),
+    "nvidia.com/gpumem": _bounded(1, None, 1, "MiB of GPU memory"),
+}
+XGPU: Final[dict[str, Constraint]] = {
+    "volcano.sh/gpu-mem.128Mi": _bounded(1, None, 1, "blocks of 128 MiB"),
+    "volcano.sh/gpu-core.percentage": _bounded(5, 100, 5, "percent of the GPU's compute"),
+}
+
+
+def _constraint(name: str, policy: Policy) -> Constraint | None:
+    if name == policy.resource_name:
+        return _gpu
+    if is_device(name, policy):
+        return _device
+    if policy.hami and name in HAMI:
+        return HAMI[name]
+    if policy.xgpu and name in XGPU:
+        return XGPU[name]
+    return None
+
+
+def problem(value: object, policy: Policy, name: str | None = None) -> tuple[str, str] | None:
+    """(detail, fix) when `value` is not an acceptable quantity of `name` (the GPU resource by default)."""
+    constraint = _constraint(name or policy.resource_name, policy)
+    if constraint is None:
+        return None
     shown = describe(value)
-    whole = "use a whole number of GPUs such as 1 or 2"
-    if policy.shared_gpu:
-        whole += ", or a share of one GPU below 1 such as 0.5"
+    fix = _gpu_fix(policy) if constraint is _gpu else "use a whole number such as 1"
     try:
         q = parse_quantity(value)
     except QuantityError:
-        return f"is {shown}: not a valid Kubernetes quantity", whole
+        return f"is {shown}: not a valid Kubernetes quantity", fix
     if q < 0:
-        return f"is {shown}: must not be negative", whole
-    if q == q.to_integral_value():
-        return None
-    if q > _ONE:
-        return f"is {shown}: more than one GPU must be a whole number (a share is always of one card)", whole
-    if not policy.shared_gpu:
-        return f"is {shown}: GPU shares (values below 1) are not enabled on this cluster", whole
-    return None
+        return f"is {shown}: must not be negative", fix
+    return constraint(q, shown, policy)
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
     out: list[Violation] = []
-    resource = policy.resource_name
     for c in view.containers:
-        seen: object = _MISSING
-        for side_name, side in (("limits", c.limits), ("requests", c.requests)):
-            if side is None or resource not in side:
+        limits = c.limits or {}
+        for side_name, side in (("limits", limits), ("requests", c.requests)):
+            if not side:
                 continue
-            value = side[resource]
-            if value == seen and type(value) is type(seen):
-                continue  # requests defaulted from limits: report the mistake once
-            seen = value
-            found = problem(value, policy)
-            if found:
-                detail, fix = found
-                out.append(c.violation(ID, f"resources.{side_name}{quote_key(resource)}", detail, fix, describe(value)))
+            for name, value in side.items():
+                if "/" not in name:
+                    continue  # cpu, memory: not ours (and the common case)
+                if side is c.requests and limits.get(name, _MISSING) == value and type(limits[name]) is type(value):
+                    continue  # requests defaulted from limits: report the mistake once
+                found = problem(value, policy, name)
+                if found:
+                    detail, fix = found
+                    out.append(c.violation(ID, f"resources.{side_name}{quote_key(name)}", detail, fix, describe(value)))
     return out
 
 
 RULE = Rule(
     id=ID,
     check=check,
-    summary="Every GPU count in limits and requests is a valid quantity that is 0, a whole number, or "
-    "(with `sharedGpu`) a share strictly between 0 and 1; `1.5`, `1500m`, negatives and garbage are not.",
+    summary="Every count of a GPU-model resource is a valid quantity: the GPU resource 0, a whole number, or "
+    "(with `sharedGpu`) a share strictly between 0 and 1; MIG slices, shared slots and DRA extended resources "
+    "whole numbers; HAMi and xGPU companions within their ranges when their integration is on.",
     why="A whole number is an exclusive card; a decimal below 1 is a share of one card on clusters with GPU "
     "sharing. 1.5 means nothing to the device plugin, and clusters that allow shares patch upstream "
     "validation away, so we check ourselves.",
     reads=("containers[*].resources.limits", "containers[*].resources.requests"),
-    triggers=GPU_REQUEST,
+    triggers=GPU_RESOURCE,
     example={"spec": {"containers": [{"name": "t", "resources": {"limits": {"nvidia.com/gpu": "1.5"}}}]}},
 )

@@ -1,6 +1,7 @@
 """gpu-requests-equal-limits: a GPU request, when given, equals the GPU limit.
 
-Restricted fields: spec.{initContainers,containers}[*].resources.requests["nvidia.com/gpu"]
+Restricted fields: spec.{initContainers,containers}[*].resources.requests[<device resource>]
+  (the GPU resource, MIG slices, shared slots: every device resource of the GPU model)
 Allowed values: absent, or numerically equal to limits["nvidia.com/gpu"] ("1" == "1000m").
 Limits without requests are fine (Pods get the request copied from the limit by defaulting;
 templates legitimately omit it).
@@ -8,47 +9,52 @@ templates legitimately omit it).
 
 from __future__ import annotations
 
+from ..gpus import is_device
 from ..objects import PodView, quote_key
 from ..quantity import QuantityError, describe, parse_quantity
-from ..types import GPU_REQUEST, Policy, Rule, Violation
+from ..types import GPU_RESOURCE, Policy, Rule, Violation
 
 ID = "gpu-requests-equal-limits"
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
     out: list[Violation] = []
-    resource = policy.resource_name
-    key = quote_key(resource)
-    field = f"resources.requests{key}"
     for c in view.containers:
-        if c.requests is None or resource not in c.requests:
+        if not c.requests:
             continue
-        requested = describe(c.requests[resource])
-        if c.limits is None or resource not in c.limits:
-            detail = f"is {requested} but limits{key} is not set"
-            fix = f"set resources.limits{key} (GPUs are requested through limits; requests may be dropped)"
-            out.append(c.violation(ID, field, detail, fix, requested))
-            continue
-        limit = c.limits[resource]
-        try:
-            equal = parse_quantity(c.requests[resource]) == parse_quantity(limit)
-        except QuantityError:
-            continue  # gpu-quantity reports values that do not parse
-        if not equal:
-            detail = f"is {requested} but the limit is {describe(limit)}: they must be equal"
-            out.append(c.violation(ID, field, detail, f"drop requests{key} or set it to {describe(limit)}", requested))
+        for resource, value in c.requests.items():
+            if "/" not in resource or not is_device(resource, policy):
+                continue
+            key = quote_key(resource)
+            field = f"resources.requests{key}"
+            requested = describe(value)
+            if c.limits is None or resource not in c.limits:
+                detail = f"is {requested} but limits{key} is not set"
+                fix = f"set resources.limits{key} (GPUs are requested through limits; requests may be dropped)"
+                out.append(c.violation(ID, field, detail, fix, requested))
+                continue
+            limit = c.limits[resource]
+            try:
+                equal = parse_quantity(value) == parse_quantity(limit)
+            except QuantityError:
+                continue  # gpu-quantity reports values that do not parse
+            if not equal:
+                detail = f"is {requested} but the limit is {describe(limit)}: they must be equal"
+                fix = f"drop requests{key} or set it to {describe(limit)}"
+                out.append(c.violation(ID, field, detail, fix, requested))
     return out
 
 
 RULE = Rule(
     id=ID,
     check=check,
-    summary="Where requests set the GPU resource it numerically equals the limit; a request without a limit "
+    summary="Where requests set a GPU device resource (MIG and shared included) it numerically equals the "
+    "limit; a request without a limit "
     "is a violation, a limit without a request is fine.",
     why="GPUs cannot be overcommitted: the device plugin allocates the limit. Custom resources that embed pod "
     "templates get no upstream validation, nor do clusters whose validation was relaxed for GPU sharing.",
     reads=("containers[*].resources.limits", "containers[*].resources.requests"),
-    triggers=GPU_REQUEST,
+    triggers=GPU_RESOURCE,
     example={
         "spec": {
             "containers": [

@@ -6,6 +6,7 @@ Allowed values: false or absent. Monitoring agents that need this run in exempt 
 
 from __future__ import annotations
 
+from ..gpus import gpu_pod
 from ..objects import PodView
 from ..types import GPU_POD, Policy, Rule, Violation
 
@@ -21,7 +22,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
         )
         if on
     ]
-    if not flagged or not view.is_gpu_pod(policy):
+    if not flagged or not gpu_pod(view, policy):
         return []
     return [
         Violation(

@@ -11,6 +11,7 @@ privileged one to a running pod.
 
 from __future__ import annotations
 
+from ..gpus import gpu_pod, resource_hint
 from ..nvidia import privileged_capability
 from ..objects import PodView
 from ..types import GPU_POD, Policy, Rule, Violation
@@ -18,8 +19,14 @@ from ..types import GPU_POD, Policy, Rule, Violation
 ID = "no-privileged-gpu"
 
 
+def _fix(resource: str, policy: Policy) -> str:
+    if resource == policy.resource_name:
+        return "remove securityContext.privileged (request the GPUs you need instead)"
+    return f"remove securityContext.privileged (request the {resource} you need instead)"
+
+
 def check(view: PodView, policy: Policy) -> list[Violation]:
-    if not any(c.privileged or c.added_capabilities for c in view.containers) or not view.is_gpu_pod(policy):
+    if not any(c.privileged or c.added_capabilities for c in view.containers) or not gpu_pod(view, policy):
         return []
     out: list[Violation] = []
     for c in view.containers:
@@ -29,7 +36,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
                     ID,
                     "securityContext.privileged",
                     "is true in a GPU pod: a privileged container sees every GPU on the node",
-                    "remove securityContext.privileged (request the GPUs you need instead)",
+                    _fix(resource_hint(c, view, policy), policy),
                     "true",
                 )
             )

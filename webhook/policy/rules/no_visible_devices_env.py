@@ -5,18 +5,28 @@ Restricted fields: spec.{initContainers,containers,ephemeralContainers}[*].env[*
 Allowed values: values that grant no device: "void", "none", "" (and lists the toolkit
 resolves to none, e.g. "none,all"). Never `valueFrom`: its value is unknown at admission.
 Every entry is checked, not only the last one the runtime honours, because `kubectl apply`
-may drop one of two duplicates.
+may drop one of two duplicates. With integrations.kai on, the one entry KAI Scheduler's
+webhook gives a fraction pod's GPU container (a configMapKeyRef to KAI's ConfigMap) is allowed.
 """
 
 from __future__ import annotations
 
+from ..gpus import kai_injected, kai_pod, resource_hint
 from ..nvidia import VISIBLE_DEVICES, grants_devices
-from ..objects import PodView
+from ..objects import Container, PodView
 from ..quantity import describe
 from ..types import Policy, Rule, Trigger, Violation, Where
 
 ID = "no-visible-devices-env"
-FIX = 'remove the variable and request GPUs with resources.limits["nvidia.com/gpu"]'
+
+
+def _fix(c: Container, view: PodView, policy: Policy) -> str:
+    if kai_pod(view, policy) is not None and not policy.kai:
+        return (
+            "this is a KAI Scheduler GPU-sharing pod: the platform allows KAI's injected variable with "
+            "integrations.kai.enabled in gpu-policy's config"
+        )
+    return f'remove the variable and request GPUs with resources.limits["{resource_hint(c, view, policy)}"]'
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
@@ -24,11 +34,13 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     for c in view.containers:
         for entry in c.env(VISIBLE_DEVICES):
             if entry.value_from:
+                if kai_injected(entry, c, view, policy):
+                    continue  # KAI's binder fills it with the devices it allocated
                 detail = f"sets {VISIBLE_DEVICES} through valueFrom, which admission cannot check"
-                out.append(c.violation(ID, f"env[{entry.index}]", detail, FIX, "valueFrom"))
+                out.append(c.violation(ID, f"env[{entry.index}]", detail, _fix(c, view, policy), "valueFrom"))
             elif grants_devices(entry.value):
                 detail = f"sets {VISIBLE_DEVICES}={describe(entry.value)}, which bypasses the device plugin"
-                out.append(c.violation(ID, f"env[{entry.index}]", detail, FIX, describe(entry.value)))
+                out.append(c.violation(ID, f"env[{entry.index}]", detail, _fix(c, view, policy), describe(entry.value)))
     return out
 
 
@@ -37,7 +49,8 @@ RULE = Rule(
     check=check,
     summary="No container sets `NVIDIA_VISIBLE_DEVICES` to a value that grants a device, nor through "
     "`valueFrom`; `void`, `none`, empty (and lists the toolkit resolves to none, such as `none,all`) are "
-    "allowed. Every duplicate is checked; names are case-sensitive.",
+    "allowed. Every duplicate is checked; names are case-sensitive. With `integrations.kai` on, the "
+    "`configMapKeyRef` KAI Scheduler's webhook gives a fraction pod's GPU container is allowed.",
     why="The variable bypasses the device plugin: the scheduler loses track of which cards are in use and "
     "pods fight over them. The toolkit splits on commas and the first keyword decides (`0,all` is all; "
     "`ALL` is a device id).",

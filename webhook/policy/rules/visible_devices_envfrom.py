@@ -9,7 +9,7 @@ an explicit entry or a clean ConfigMap.
 
 from __future__ import annotations
 
-from ..gpus import isolated
+from ..gpus import gpu_pod, isolated
 from ..nvidia import VISIBLE_DEVICES
 from ..objects import EnvSource, PodView
 from ..types import GPU_POD, Mode, Policy, Rule, Violation
@@ -22,7 +22,7 @@ def _sources(env_from: tuple[EnvSource, ...]) -> str:
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
-    if not view.is_gpu_pod(policy):  # first: envFrom is walked (and shape-checked) only when read
+    if not gpu_pod(view, policy):  # first: envFrom is walked (and shape-checked) only when read
         return []
     return [
         c.violation(
@@ -33,7 +33,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
             f"make sure they hold no {VISIBLE_DEVICES} key (an explicit env entry wins over envFrom)",
         )
         for c in view.containers
-        if c.env_from and VISIBLE_DEVICES not in c.watched and not isolated(c, policy)
+        if c.env_from and VISIBLE_DEVICES not in c.watched and not isolated(c, view, policy)
     ]
 
 

@@ -1,0 +1,77 @@
+"""gpu-node-agent: a GPU node agent that isolation blinds is told which exemption to ask for."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from tests.helpers import VOID, pod, run, wrap
+from webhook.config import default_policy
+
+ID = "gpu-node-agent"
+IMAGE = "nvcr.io/nvidia/k8s/dcgm-exporter:4.2.3-4.1.3-ubuntu22.04"
+
+
+def exporter(**extra: Any) -> dict[str, Any]:
+    return {"name": "exporter", "image": IMAGE, **extra}
+
+
+def agent_pod(**spec: Any) -> dict[str, Any]:
+    p = pod(exporter(), namespace="monitoring", serviceAccountName="dcgm-exporter", **spec)
+    p["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "dcgm-exporter", "uid": "u", "controller": True}
+    ]
+    return p
+
+
+def test_daemonset_pod_and_template_are_flagged_naming_the_exemption() -> None:
+    (v,) = run(agent_pod(), rule=ID)
+    assert v.path == "spec.containers[0].image" and v.value == f'"{IMAGE}"'
+    assert '"monitoring/dcgm-exporter" to exemptServiceAccounts' in v.detail
+    template = wrap(pod(exporter(), namespace="monitoring", serviceAccountName="dcgm-exporter"), "DaemonSet")
+    (v,) = run(template, rule=ID)
+    assert v.path == "spec.template.spec.containers[0].image"
+
+
+def test_hostpid_pod_without_owner_is_flagged() -> None:
+    assert [v.rule for v in run(pod(exporter(), hostPID=True), rule=ID)] == [ID]
+
+
+def test_not_an_agent_shape_or_not_an_agent_image_is_not_flagged() -> None:
+    assert run(pod(exporter()), rule=ID) == []  # one-off pod: no hostPID, no DaemonSet
+    p = agent_pod()
+    p["spec"]["containers"][0]["image"] = "fluent/fluent-bit:3.1"
+    assert run(p, rule=ID) == []
+    assert run(wrap(pod(exporter()), "Deployment"), rule=ID) == []
+
+
+def test_agents_that_get_a_gpu_are_fine() -> None:
+    p = agent_pod()
+    p["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": 1}}
+    assert run(p, rule=ID) == []
+
+
+def test_already_voided_agent_is_still_flagged_and_granting_values_are_left_to_the_env_rule() -> None:
+    p = agent_pod()
+    p["spec"]["containers"][0]["env"] = [dict(VOID)]  # as the validating webhook sees it after /mutate
+    assert [v.rule for v in run(p, rule=ID)] == [ID]
+    p["spec"]["containers"][0]["env"] = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+    assert run(p, rule=ID) == []
+    assert [v.rule for v in run(p)] == ["no-visible-devices-env"]
+
+
+def test_exempt_service_account_and_isolation_off() -> None:
+    exempt = default_policy(exempt_service_accounts=frozenset({"monitoring/dcgm-exporter"}))
+    assert run(agent_pod(), exempt) == []
+    other = copy.deepcopy(agent_pod())
+    other["metadata"]["namespace"] = "team-a"  # the same account name elsewhere is not exempt
+    assert [v.rule for v in run(other, exempt, rule=ID)] == [ID]
+    assert run(agent_pod(), default_policy(isolate_non_gpu=False), rule=ID) == []
+
+
+def test_agent_images_come_from_config() -> None:
+    p = agent_pod()
+    p["spec"]["containers"][0]["image"] = "registry.example.com/gpu/health-check:1"
+    assert run(p, rule=ID) == []
+    policy = default_policy(node_agent_images=("registry.example.com/gpu/",))
+    assert [v.rule for v in run(p, policy, rule=ID)] == [ID]

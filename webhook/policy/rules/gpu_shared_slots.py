@@ -1,0 +1,60 @@
+"""gpu-shared-slots (warn by default): at most one time-sliced or MPS slot per container.
+
+Restricted fields: spec.{initContainers,containers}[*].resources.{limits,requests}[<shared resource>]
+  for the resources gpuSharedResources names (default nvidia.com/*.shared: the names the
+  device plugin gives shared GPUs with renameByDefault).
+Flagged: a count above 1. A slot is a turn on a shared card, not a card: two slots may be the
+same GPU; and under MPS (or with failRequestsGreaterThanOne) the device plugin refuses the
+request at the kubelet ("maximum request size for shared resources is 1"), long after
+admission, so the pod fails to start instead of being told now. Set the rule to deny on
+clusters that run MPS.
+"""
+
+from __future__ import annotations
+
+from ..gpus import is_shared
+from ..objects import PodView, quote_key
+from ..quantity import QuantityError, describe, parse_quantity
+from ..types import GPU_RESOURCE, Mode, Policy, Rule, Violation
+
+ID = "gpu-shared-slots"
+
+
+def check(view: PodView, policy: Policy) -> list[Violation]:
+    out: list[Violation] = []
+    for c in view.containers:
+        # Limits decide what the device plugin allocates; a template may carry only requests.
+        side_name, side = ("limits", c.limits) if c.limits else ("requests", c.requests)
+        for name, value in (side or {}).items():
+            if "/" not in name or not is_shared(name, policy):
+                continue
+            try:
+                if parse_quantity(value) <= 1:
+                    continue
+            except QuantityError:
+                continue  # gpu-quantity reports it
+            out.append(
+                c.violation(
+                    ID,
+                    f"resources.{side_name}{quote_key(name)}",
+                    f'is {describe(value)}: under MPS the kubelet refuses it ("maximum request size for shared '
+                    'resources is 1"); time-sliced slots may be one card',
+                    f"request 1 {name}, or whole GPUs from nodes without sharing",
+                    describe(value),
+                )
+            )
+    return out
+
+
+RULE = Rule(
+    id=ID,
+    check=check,
+    summary="A container asks for at most 1 of a shared GPU resource (`gpuSharedResources`, default "
+    "`nvidia.com/*.shared`).",
+    why="Time-slicing hands out turns, not cards: 2 slots may be the same GPU. Under MPS the device plugin "
+    "refuses more than 1 at the kubelet (`maximum request size for shared resources is 1`), after admission.",
+    reads=("containers[*].resources.limits", "containers[*].resources.requests"),
+    triggers=GPU_RESOURCE,
+    example={"spec": {"containers": [{"name": "t", "resources": {"limits": {"nvidia.com/gpu.shared": 2}}}]}},
+    default_mode=Mode.WARN,
+)
