@@ -49,16 +49,18 @@ def mutate_new_ephemeral(view: PodView, policy: Policy, existing: Collection[str
 MUTATION = Mutation(
     id=ID,
     mutate=mutate,
-    summary="Every container (init, regular, ephemeral) that requests no GPU (absent or 0) and does not set "
+    summary="Every container (init, regular, ephemeral) that gets no GPU by any path of the GPU model and does not set "
     "`NVIDIA_VISIBLE_DEVICES` itself gets `NVIDIA_VISIBLE_DEVICES=void` appended (`env` created when absent). "
     "CUDA and NGC images bake `NVIDIA_VISIBLE_DEVICES=all` into the image and the NVIDIA runtime honours it in "
     "unprivileged containers, so without this a pod without a GPU request sees every GPU; it also closes the "
-    "legacy `CUDA_VERSION` path and `nvidia.com/gpu: 0`. Left alone: GPU containers; containers that set the "
-    "variable (a value granting devices is *not* rewritten, so `no-visible-devices-env` can deny it with its "
-    "message); containers whose GPU request does not parse; containers with DRA `resources.claims`. On "
+    "legacy `CUDA_VERSION` path and `nvidia.com/gpu: 0`. Left alone: containers with a device resource (MIG "
+    "and shared slots included), a companion resource, a DRA claim or a KAI fraction (the kubelet puts pod env "
+    "after the device plugin's, so a void would hide their GPU); containers that set the variable (a value "
+    "granting devices is *not* rewritten, so `no-visible-devices-env` can deny it with its message); requests "
+    "that do not parse; pods of exempt service accounts. On "
     "`pods/ephemeralcontainers` only newly added ephemeral containers are patched. No warning (it applies to "
     "nearly every pod). The opt-out annotation never turns it off.",
-    reads=("containers[*].env", "containers[*].resources"),
+    reads=("containers[*].env", "containers[*].resources", "schedulerName", "metadata.annotations"),
     triggers=EVERY_POD,
     switch="isolateNonGpu",
     enabled=enabled,
