@@ -101,9 +101,30 @@ def test_config_is_honoured_and_validated(tmp_path: Path) -> None:
 
 
 def test_exempt_namespace_is_skipped(tmp_path: Path) -> None:
-    f = write(tmp_path / "p.yaml", pod(container(gpu="1.5"), namespace="kube-system"))
-    assert cli("check", "-f", str(f)).returncode == 0
+    # The chart's excluded namespaces (gpu-operator included) are the CLI's defaults too.
+    for ns in ("kube-system", "gpu-operator"):
+        f = write(tmp_path / "p.yaml", pod(container(gpu="1.5"), namespace=ns))
+        assert cli("check", "-f", str(f)).returncode == 0
+    unset = pod(container(gpu="1.5"))
+    del unset["metadata"]["namespace"]
+    f = write(tmp_path / "unset.yaml", unset)
+    assert cli("check", "-f", str(f), "-n", "kube-system").returncode == 0  # -n fills a missing namespace
     assert cli("check", "-f", str(f), "-n", "ml").returncode == 1
+
+
+def test_namespace_flag_never_overrides_an_explicit_namespace(tmp_path: Path) -> None:
+    """kubectl refuses `-n kube-system` for an object declared in another namespace; so do we,
+    or `-n kube-system` would skip a privileged GPU StatefulSet declared for `ml`."""
+    f = write(tmp_path / "s.yaml", wrap(pod(container(gpu=1, privileged=True)), "StatefulSet"))
+    r = cli("check", "-f", str(f), "-n", "kube-system")
+    assert r.returncode == 2
+    assert (
+        'the namespace from the provided object "ml" does not match the namespace "kube-system". '
+        "You must pass '--namespace=ml' to perform this operation." in r.stdout
+    )
+    assert cli("check", "-f", str(f), "-n", "ml").returncode == 1
+    r = cli("mutate", "-f", str(f), "-n", "kube-system")
+    assert r.returncode == 2 and "does not match" in r.stderr
 
 
 def test_mutate_prints_patched_objects(tmp_path: Path) -> None:

@@ -39,3 +39,19 @@ def test_config_reference_is_the_real_default() -> None:
     documented = yaml.safe_load(block)
     assert documented == json.loads(json.dumps(DEFAULTS))
     from_mapping(documented, environ={})
+
+
+def test_every_yaml_and_json_example_parses() -> None:
+    """Readers paste these: every ```yaml / ```json block, and every flow-style example in a
+    `# [...]` or `# {...}` comment, must load."""
+    blocks = re.findall(r"```(yaml|json)\n(.*?)```", README, flags=re.S)
+    assert len(blocks) >= 1
+    for lang, body in blocks:
+        if lang == "json":
+            json.loads(body)
+        else:
+            list(yaml.safe_load_all(body))
+    examples = re.findall(r"#[^\n]*?(\[\{.*\}\])\s*$", README, flags=re.M)
+    assert examples, "the customResources example"
+    for text in examples:
+        assert isinstance(yaml.safe_load(text), list), text

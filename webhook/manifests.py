@@ -109,11 +109,25 @@ def _documents(source: str, text: str) -> Iterator[Document | InputError]:
         yield Document(source, index, None, obj)
 
 
+class NamespaceMismatch(ValueError):
+    """`-n` names another namespace than the object's own: kubectl refuses to apply it."""
+
+
 def review_request(doc: Document, namespace: str | None) -> Request:
-    """The AdmissionReview request the API server would send when `doc` is created."""
+    """The AdmissionReview request the API server would send when `doc` is created.
+
+    `namespace` (`-n`) only fills a missing metadata.namespace, as kubectl does; a conflicting
+    explicit namespace raises NamespaceMismatch with kubectl's own words.
+    """
     obj = doc.obj
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-    ns = namespace or (meta.get("namespace") if isinstance(meta.get("namespace"), str) else "") or "default"
+    own = meta.get("namespace") if isinstance(meta.get("namespace"), str) else ""
+    if namespace and own and own != namespace:
+        raise NamespaceMismatch(
+            f'the namespace from the provided object "{own}" does not match the namespace "{namespace}". '
+            f"You must pass '--namespace={own}' to perform this operation."
+        )
+    ns = own or namespace or "default"
     kind = obj.get("kind")
     return Request(
         api_version=V1,

@@ -35,7 +35,11 @@ def parser() -> argparse.ArgumentParser:
         c.add_argument("-f", "--file", action="append", required=True, help="file, folder or - (repeatable)")
         c.add_argument("--config", help="YAML config file (default: built-in defaults)")
         c.add_argument("--cluster-version", help="cluster version for version-gated mutations (e.g. 1.27)")
-        c.add_argument("-n", "--namespace", help="namespace to assume (default: metadata.namespace or default)")
+        c.add_argument(
+            "-n",
+            "--namespace",
+            help="namespace for objects without one (default: default); a different explicit one is an error",
+        )
         c.add_argument(
             "-o",
             "--output",

@@ -17,7 +17,7 @@ import yaml
 
 from .. import admission, reports
 from ..admission import Decision
-from ..manifests import InputError, read, review_request
+from ..manifests import InputError, NamespaceMismatch, read, review_request
 from ..reports import EXIT_INPUT, EXIT_OK, Result
 from .settings import from_args
 
@@ -29,7 +29,11 @@ def check(args: argparse.Namespace) -> int:
         if isinstance(doc, InputError):
             results.append(Result(doc.where, error=doc.message))
             continue
-        req = review_request(doc, args.namespace)
+        try:
+            req = review_request(doc, args.namespace)
+        except NamespaceMismatch as exc:
+            results.append(Result(doc.where, error=str(exc)))
+            continue
         if not req.kind:
             results.append(Result(doc.where, error="kind: is required"))
             continue
@@ -51,7 +55,12 @@ def mutate(args: argparse.Namespace) -> int:
             print(f"ERROR {doc}", file=sys.stderr)
             code = EXIT_INPUT
             continue
-        req = review_request(doc, args.namespace)
+        try:
+            req = review_request(doc, args.namespace)
+        except NamespaceMismatch as exc:
+            print(f"ERROR {doc.where}: {exc}", file=sys.stderr)
+            code = EXIT_INPUT
+            continue
         outcome = admission.mutate(req, policy)
         if outcome.decision is Decision.MALFORMED:
             print(f"ERROR {doc.where}: {outcome.message}", file=sys.stderr)

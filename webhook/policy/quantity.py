@@ -96,4 +96,12 @@ def describe(value: object) -> str:
     """Render a raw value for a message the way the user wrote it."""
     if isinstance(value, str):
         return f'"{value}"'
-    return repr(value) if not isinstance(value, bool) else str(value).lower()
+    if value is None:
+        return "null"  # as the YAML or JSON the user wrote spells it
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, dict):
+        return "an object"
+    return "a list" if isinstance(value, list) else type(value).__name__

@@ -13,6 +13,7 @@ from .rules import (
     gpu_quantity,
     gpu_requests_equal_limits,
     gpu_shared_slots,
+    host_shm,
     no_cdi_annotations,
     no_gpu_device_hostpath,
     no_host_namespaces_gpu,
@@ -34,6 +35,7 @@ RULES: tuple[Rule, ...] = (
     driver_capabilities_non_gpu.RULE,
     gpu_node_agent.RULE,
     gpu_shared_slots.RULE,
+    host_shm.RULE,
 )
 
 OBJECT_RULES: tuple[ObjectRule, ...] = (

@@ -4,7 +4,8 @@ Restricted fields: spec.volumes[*].hostPath.path; spec.{initContainers,container
   ephemeralContainers}[*].volumeMounts[*].mountPath
 Denied: a hostPath whose normalised path is, lies under, or contains one of
   /dev, /proc, /sys, /var/lib/kubelet/device-plugins, /run/cdi, /etc/cdi, /run/nvidia,
-  /run/nvidia-container-devices (and "/" itself); any volumeMount under
+  /run/nvidia-container-devices (and "/" itself), except /dev/shm and below (shared memory: rule host-shm);
+  any volumeMount under
   /run/nvidia-container-devices. /var/run is /run on every node, so both spellings count.
 """
 
@@ -49,9 +50,16 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root + "/") or root == "/"
 
 
+# Shared memory, not a device: every EKS/NCCL multi-node training sample mounts the host's
+# /dev/shm into pods that already hold their GPUs. The `host-shm` rule (off by default) covers it.
+SHM = "/dev/shm"
+
+
 def exposes(path: str) -> str | None:
-    """The protected location a hostPath of `path` reaches, if any."""
+    """The protected location a hostPath of `path` reaches, if any (/dev/shm and below: none)."""
     norm = normalise(path)
+    if _under(norm, SHM):
+        return None
     for protected in PROTECTED:
         if _under(norm, protected) or _under(protected, norm):
             return protected
@@ -95,7 +103,8 @@ RULE = Rule(
     check=check,
     summary="No hostPath whose normalised path (`//`, `.`, `..`, trailing `/` collapsed; `/var/run` read as "
     "`/run`) is `/`, lies under, or contains `/dev`, `/proc`, `/sys`, `/var/lib/kubelet/device-plugins`, "
-    "`/run/cdi`, `/etc/cdi`, `/run/nvidia` or `/run/nvidia-container-devices`; no volumeMount under "
+    "`/run/cdi`, `/etc/cdi`, `/run/nvidia` or `/run/nvidia-container-devices` (host `/dev/shm` is shared memory, "
+    "not a device: rule `host-shm`); no volumeMount under "
     "`/var/run/nvidia-container-devices`. Every pod, GPU or not.",
     why="Device nodes through hostPath bypass the device plugin; files under the device-list folder are read "
     "as GPU grants (a `/dev/null` mount there *is* a grant); CDI specs and device-plugin sockets let a pod "

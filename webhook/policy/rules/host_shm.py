@@ -1,0 +1,46 @@
+"""host-shm (off by default): the node's /dev/shm through hostPath.
+
+Restricted fields: spec.volumes[*].hostPath.path, normalised, at or under /dev/shm.
+Not a GPU side door (no device nodes live there), which is why no-gpu-device-hostpath leaves
+it alone: EKS and NCCL multi-node training samples mount it into pods that already hold their
+GPUs. It is still the node's shared memory, shared with every other pod that mounts it; a
+platform that wants pods to keep to their own turns this on, and the fix is the pod's own
+memory-backed emptyDir.
+"""
+
+from __future__ import annotations
+
+from ..objects import PodView
+from ..types import Mode, Policy, Rule, Trigger, Violation, Where
+from .no_gpu_device_hostpath import SHM, _under, normalise
+
+ID = "host-shm"
+
+
+def check(view: PodView, policy: Policy) -> list[Violation]:
+    return [
+        Violation(
+            rule=ID,
+            path=f"{view.path}.volumes[{volume.index}].hostPath.path",
+            detail=f'is "{volume.path}": the node\'s shared memory, shared with every pod that mounts it',
+            fix="use the pod's own shared memory: an emptyDir volume with medium: Memory mounted at /dev/shm",
+            value=f'"{volume.path}"',
+        )
+        for volume in view.host_paths
+        if _under(normalise(volume.path), SHM)
+    ]
+
+
+RULE = Rule(
+    id=ID,
+    check=check,
+    summary="No hostPath at or under `/dev/shm` (off by default).",
+    why="The node's shared memory is shared with every pod that mounts it; `emptyDir: {medium: Memory}` gives a "
+    "pod (NCCL, PyTorch DataLoader) its own.",
+    reads=("volumes[*].hostPath.path",),
+    triggers=(Trigger(Where.HOSTPATH_VOLUME, "hostPath"),),
+    example={
+        "spec": {"containers": [{"name": "t"}], "volumes": [{"name": "shm", "hostPath": {"path": "/dev/shm"}}]},
+    },
+    default_mode=Mode.OFF,
+)
