@@ -54,6 +54,13 @@ DEFAULTS: dict[str, Any] = {
     "exemptServiceAccounts": [],
     "exemptUsernames": [],
     "nodeAgentImages": ["nvcr.io/nvidia/"],
+    "gpuNodeLabels": [
+        "cloud.google.com/gke-accelerator",
+        "nvidia.com/gpu.present",
+        "nvidia.com/gpu.product",
+        "k8s.amazonaws.com/accelerator",
+    ],
+    "gpuRuntimeClasses": ["nvidia", "nvidia-legacy", "nvidia-cdi"],
     "webhookNamespace": None,
     "clusterVersion": "auto",
     "ldLibraryPath": {"enabled": True, "path": "/usr/local/nvidia/lib64", "whenUnset": "inject"},
@@ -81,6 +88,8 @@ COMMENTS: dict[str, str] = {
     "exemptServiceAccounts": "[namespace/name]: pods running as these service accounts are allowed untouched",
     "exemptUsernames": "requests by these users (request.userInfo.username) are allowed untouched",
     "nodeAgentImages": "image prefixes of GPU node agents: voided non-exempt agents get a warning",
+    "gpuNodeLabels": "node labels that mark GPU nodes, besides acceleratorNodeSelector.labelKey",
+    "gpuRuntimeClasses": "runtime classes that give a pod every GPU (the GPU operator's management classes)",
     "webhookNamespace": "the webhook's own namespace, always exempt; default: $POD_NAMESPACE",
     "clusterVersion": 'auto (read /version at start-up) | unknown | "1.27" | "v1.19.10-r0-CCE21.11.1.B006"',
     "ldLibraryPath.enabled": "below v1.28: GPU containers find the driver on LD_LIBRARY_PATH",
@@ -245,6 +254,11 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
             problems.append(f"exemptServiceAccounts[{i}]: {account!r} is not namespace/name")
     usernames = _strings(problems, "exemptUsernames", c["exemptUsernames"])
     agent_images = _strings(problems, "nodeAgentImages", c["nodeAgentImages"])
+    node_labels = _strings(problems, "gpuNodeLabels", c["gpuNodeLabels"])
+    for i, label in enumerate(node_labels):
+        if not _LABEL_KEY.match(label):
+            problems.append(f"gpuNodeLabels[{i}]: {label!r} is not a valid label key")
+    runtime_classes = _strings(problems, "gpuRuntimeClasses", c["gpuRuntimeClasses"])
 
     exempt: set[str] = set()
     if _expect(problems, "exemptNamespaces", c["exemptNamespaces"], list, "a list of namespace names"):
@@ -328,6 +342,8 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
         exempt_service_accounts=frozenset(accounts),
         exempt_usernames=frozenset(usernames),
         node_agent_images=tuple(agent_images),
+        gpu_node_labels=tuple(node_labels),
+        gpu_runtime_classes=frozenset(runtime_classes),
         cluster_version=version,
         ld_library_path_enabled=ld["enabled"],
         ld_library_path=ld["path"],

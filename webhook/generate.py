@@ -150,10 +150,24 @@ def clause(trigger: Any) -> Clause:
         return Clause("(has(c.volumeMounts) && c.volumeMounts.exists(m, m.mountPath.contains('%s')))", True, value)
     if where is Where.NODE_LABEL:
         # Any required affinity may pin the label (In/Exists on it): send every pod that has one.
+        if trigger.setting == "gpuNodeLabels":  # a list: the accelerator label and the others
+            labels = "(toJson (prepend $p.gpuNodeLabels $p.acceleratorNodeSelector.labelKey))"
+            return Clause(
+                "((has(object.spec.nodeSelector) && %s.exists(l, l in object.spec.nodeSelector)) || "
+                "has(object.spec.affinity))",
+                False,
+                labels,
+            )
         return Clause(
             "((has(object.spec.nodeSelector) && '%s' in object.spec.nodeSelector) || has(object.spec.affinity))",
             False,
             value,
+        )
+    if where is Where.RUNTIME_CLASS:
+        return Clause(
+            "(has(object.spec.runtimeClassName) && %s.exists(r, r == object.spec.runtimeClassName))",
+            False,
+            f"(toJson {value})",
         )
     if where is Where.HOSTPATH_VOLUME:
         return Clause("(has(object.spec.volumes) && object.spec.volumes.exists(v, has(v.hostPath)))", False, "")

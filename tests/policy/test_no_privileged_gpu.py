@@ -100,3 +100,19 @@ def test_privileged_init_and_ephemeral_containers() -> None:
 def test_templates(kind: str) -> None:
     (v,) = run(wrap(pod(container(gpu=1, privileged=True)), kind), rule=ID)
     assert v.path == f"{SPEC_PATH[kind]}.containers[0].securityContext.privileged"
+
+
+def test_pods_pinned_by_vendor_gpu_node_labels_are_gpu_pods() -> None:
+    from tests.helpers import container, pod, run
+
+    for selector in (
+        {"cloud.google.com/gke-accelerator": "nvidia-l4"},
+        {"nvidia.com/gpu.present": "true"},
+        {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
+        {"k8s.amazonaws.com/accelerator": "nvidia-tesla-v100"},
+    ):
+        p = pod(container("debug", privileged=True), nodeSelector=selector)
+        assert [v.rule for v in run(p, rule="no-privileged-gpu")] == ["no-privileged-gpu"], selector
+    assert (
+        run(pod(container("debug", privileged=True), nodeSelector={"disktype": "ssd"}), rule="no-privileged-gpu") == []
+    )

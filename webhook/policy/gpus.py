@@ -22,6 +22,7 @@ other it lets a privileged GPU pod in. Both are worse than a missed warning.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from decimal import Decimal
 from fnmatch import fnmatchcase
@@ -38,11 +39,14 @@ KAI_FRACTION: Final = "gpu-fraction"
 KAI_MEMORY: Final = "gpu-memory"
 KAI_CONTAINER: Final = "gpu-fraction-container-name"
 KAI_CONFIG_MAP: Final = "runai/shared-gpu-configmap"
+# GKE's NRI device injector: `devices.gke.io/container.<name>` lists device nodes for <name>.
+GKE_DEVICES: Final = "devices.gke.io/container."
+GPU_DEVICE_NODE: Final = re.compile(r"/dev/nvidia(\d+)\b")
 
 
 @dataclass(frozen=True, slots=True)
 class Source:
-    """How a container gets a GPU: `how` is "resource", "companion", "claim" or "kai"."""
+    """How a container gets a GPU: "resource", "companion", "claim", "kai" or "annotation" (GKE)."""
 
     how: str
     name: str  # the resource name, the claim name, or the KAI annotation
@@ -52,6 +56,8 @@ class Source:
             return f'DRA claim "{self.name}"'
         if self.how == "kai":
             return f"KAI Scheduler ({self.name} annotation)"
+        if self.how == "annotation":
+            return f'GKE device annotation "{self.name}"'
         return self.name
 
 
@@ -141,6 +147,10 @@ def _source(c: Container, view: PodView, policy: Policy) -> Source | None:
         return found
     if c.claims:
         return Source("claim", c.claims[0])
+    if view.annotations:
+        gke = GKE_DEVICES + c.name
+        if GPU_DEVICE_NODE.search(view.annotations.get(gke, "")):
+            return Source("annotation", gke)  # gke-device-annotation checks the count
     if policy.kai:
         key = kai_pod(view, policy)
         if key is not None and kai_container(view) is c:
@@ -150,11 +160,13 @@ def _source(c: Container, view: PodView, policy: Policy) -> Source | None:
 
 def gpu_pod(view: PodView, policy: Policy) -> bool:
     """A pod that may run with a GPU: any container with a GPU source, DRA claims on the pod, a
-    KAI fraction pod, or a pod pinned to GPU nodes by the accelerator label."""
+    KAI fraction pod, or a pod pinned to GPU nodes by a GPU node label (the accelerator label,
+    or gpuNodeLabels: GKE's, the GPU operator's, EKS's)."""
     return (
         bool(view.resource_claims)
         or any(source(c, view, policy) is not None for c in view.containers)
         or view.pinned_to(policy.accelerator_label)
+        or any(view.pinned_to(label) for label in policy.gpu_node_labels)
         or kai_pod(view, policy) is not None
     )
 

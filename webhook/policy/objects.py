@@ -155,6 +155,7 @@ class PodView:
     scheduler_name: str
     service_account: str
     resource_claims: tuple[str, ...]  # spec.resourceClaims[*].name (DRA)
+    runtime_class: str
     _host_paths: tuple[HostPath, ...] | None = None
 
     @property
@@ -324,6 +325,7 @@ def build_view(
     scheduler = spec.get("schedulerName")
     account = spec.get("serviceAccountName") or spec.get("serviceAccount")  # the second: deprecated alias
     claims = spec.get("resourceClaims")
+    runtime = spec.get("runtimeClassName")
     return PodView(
         path=spec_path,
         meta_path=meta_path,
@@ -343,6 +345,7 @@ def build_view(
         scheduler_name="" if scheduler is None else _string(scheduler, spec_path, "schedulerName"),
         service_account="default" if account is None else _string(account, spec_path, "serviceAccountName"),
         resource_claims=() if claims is None else _resource_claims(claims, spec_path),
+        runtime_class="" if runtime is None else _string(runtime, spec_path, "runtimeClassName"),
     )
 
 

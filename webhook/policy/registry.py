@@ -8,6 +8,8 @@ from __future__ import annotations
 from .mutations import accelerator_node_selector, isolate_non_gpu, ld_library_path
 from .rules import (
     driver_capabilities_non_gpu,
+    driver_hostpath_non_gpu,
+    gke_device_annotation,
     gpu_limitrange,
     gpu_node_agent,
     gpu_quantity,
@@ -16,6 +18,7 @@ from .rules import (
     host_shm,
     no_cdi_annotations,
     no_gpu_device_hostpath,
+    no_gpu_runtime_class,
     no_host_namespaces_gpu,
     no_privileged_gpu,
     no_visible_devices_env,
@@ -36,6 +39,9 @@ RULES: tuple[Rule, ...] = (
     gpu_node_agent.RULE,
     gpu_shared_slots.RULE,
     host_shm.RULE,
+    driver_hostpath_non_gpu.RULE,
+    gke_device_annotation.RULE,
+    no_gpu_runtime_class.RULE,
 )
 
 OBJECT_RULES: tuple[ObjectRule, ...] = (

@@ -75,6 +75,8 @@ class Policy:
     exempt_service_accounts: frozenset[str]  # "namespace/name"
     exempt_usernames: frozenset[str]
     node_agent_images: tuple[str, ...]  # image prefixes of GPU node agents
+    gpu_node_labels: tuple[str, ...]  # node labels of GPU nodes, besides accelerator_label
+    gpu_runtime_classes: frozenset[str]  # runtime classes that give a pod every GPU
     # (major, minor) of the cluster, or None when unknown: unknown skips version-gated mutations.
     cluster_version: tuple[int, int] | None
     ld_library_path_enabled: bool
@@ -99,6 +101,10 @@ class Policy:
             return (self.resource_name, *self.device_resources, *self.companion_resources)
         if key == "acceleratorNodeSelector.labelKey":
             return (self.accelerator_label,)
+        if key == "gpuNodeLabels":  # every label that pins a pod to GPU nodes
+            return (self.accelerator_label, *self.gpu_node_labels)
+        if key == "gpuRuntimeClasses":
+            return tuple(sorted(self.gpu_runtime_classes))
         if key == "nodeAgentImages":
             return self.node_agent_images
         raise KeyError(key)
@@ -115,6 +121,7 @@ class Where(StrEnum):
     GPU_RESOURCE = "GPU resource"
     CONTAINER_IMAGE = "container image"  # a prefix of any container's image
     RESOURCE_CLAIMS = "resource claims"  # spec.resourceClaims (DRA)
+    RUNTIME_CLASS = "runtime class"  # spec.runtimeClassName equal to the value
     CONTAINER_ENV = "container env"  # the name of an env entry of any container
     CONTAINER_MOUNT = "container mount"  # a substring of any container's volumeMounts[*].mountPath
     NODE_LABEL = "node label"  # a nodeSelector key, or any required node affinity
@@ -140,13 +147,13 @@ GPU_REQUEST = (Trigger(Where.CONTAINER_RESOURCE, setting="gpuResourceName"),)
 # Any resource of the GPU model (device-plugin GPUs, MIG, shared slots, companions).
 GPU_RESOURCE = (Trigger(Where.GPU_RESOURCE, setting="gpuResources"),)
 # A GPU pod (webhook.policy.gpus.gpu_pod): a GPU resource, a DRA claim, a KAI fraction pod, or
-# pinned to GPU nodes by the accelerator label.
+# pinned to GPU nodes by a GPU node label (the accelerator label or gpuNodeLabels).
 GPU_POD = (
     *GPU_RESOURCE,
     Trigger(Where.RESOURCE_CLAIMS, "resourceClaims"),
     Trigger(Where.ANNOTATION, "gpu-fraction"),
     Trigger(Where.ANNOTATION, "gpu-memory"),
-    Trigger(Where.NODE_LABEL, setting="acceleratorNodeSelector.labelKey"),
+    Trigger(Where.NODE_LABEL, setting="gpuNodeLabels"),
 )
 
 
