@@ -151,3 +151,40 @@ def test_certs_command(tmp_path: Path) -> None:
     r = cli("certs", "--out", str(out))
     assert r.returncode == 2 and "pass --force" in r.stderr
     assert cli("certs", "--out", str(out), "--force").returncode == 0
+
+
+PIPELINE = {
+    "apiVersion": "workflows.example.com/v1",
+    "kind": "Pipeline",
+    "metadata": {"name": "p", "namespace": "ml"},
+    "spec": {"steps": [{"name": "train", "pod": {"spec": {"containers": [container("t", gpu="1.5")]}}}]},
+}
+
+
+def test_skips_say_why_and_gpu_bearing_unknown_kinds_are_never_a_bare_skip(tmp_path: Path) -> None:
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "ml"}, "data": {}}
+    exempt = pod(container(gpu="1.5"), namespace="kube-system")
+    f = write(tmp_path / "m.yaml", cm, PIPELINE, exempt)
+    r = cli("check", "-f", str(f))
+    assert r.returncode == 0, r.stdout
+    assert f"SKIP  {f} (document 1): ConfigMap ml/c: kind not policed" in r.stdout
+    assert f"SKIP  {f} (document 3): Pod kube-system/p: namespace exempt (exemptNamespaces)" in r.stdout
+    notice = (
+        "gpu-policy does not police Pipeline (workflows.example.com), which requests GPUs at "
+        "spec.steps[0].pod.spec.containers[0]; judge it with customResources: "
+        "[{group: workflows.example.com, kind: Pipeline, templates: ['spec.steps[*].pod']}]"
+    )
+    assert f"WARN  {f} (document 2): Pipeline ml/p: {notice}" in r.stdout
+    assert cli("check", "-f", str(f), "--strict").returncode == 1
+    out = json.loads(cli("check", "-f", str(f), "-o", "json").stdout)
+    assert [x["reason"] for x in out["results"]] == [
+        "kind not policed",
+        "kind not policed, but it requests GPUs",
+        "namespace exempt (exemptNamespaces)",
+    ]
+    # The suggested entry, pasted into a config, makes the kind judged.
+    suggested = yaml.safe_load(notice.split("customResources: ", 1)[1])
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({"customResources": suggested}))
+    r = cli("check", "-f", str(f), "--config", str(cfg))
+    assert r.returncode == 1 and "spec.steps[0].pod.spec.containers[0].resources.limits" in r.stdout

@@ -51,7 +51,7 @@ def test_every_yaml_and_json_example_parses() -> None:
             json.loads(body)
         else:
             list(yaml.safe_load_all(body))
-    examples = re.findall(r"#[^\n]*?(\[\{.*\}\])\s*$", README, flags=re.M)
+    examples = re.findall(r"#[^\n]*?(\[\{.*?\}\])", README)
     assert examples, "the customResources example"
     for text in examples:
         assert isinstance(yaml.safe_load(text), list), text

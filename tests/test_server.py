@@ -326,3 +326,19 @@ def test_opt_out_label_and_annotation_never_skip_isolation(api: ApiServer) -> No
     assert app["env"] == [VOID]
     assert "env" not in trainer  # the annotation skips ld-library-path here
     assert "nodeSelector" not in patched["spec"]  # and the default GPU model
+
+
+def test_unpoliced_kind_with_gpus_is_allowed_with_a_notice(api: ApiServer) -> None:
+    obj = {
+        "apiVersion": "workflows.example.com/v1",
+        "kind": "Pipeline",
+        "metadata": {"name": "p", "namespace": "ml"},
+        "spec": {"steps": [{"container": {"image": "x", "resources": {"limits": {"nvidia.com/gpu": 1}}}}]},
+    }
+    response = api.validate(obj)
+    assert response["allowed"] is True
+    (warning,) = response["warnings"]
+    assert "does not police Pipeline (workflows.example.com)" in warning
+    assert "containers: ['spec.steps[*].container']" in warning
+    obj["spec"]["steps"][0]["container"]["resources"] = {"limits": {"cpu": 1}}
+    assert "warnings" not in api.validate(obj)

@@ -7,12 +7,14 @@ wire answer), so the decision table below serves the HTTPS server and the offlin
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from .policy import Mode, Policy, ShapeError, Verdict, Violation, engine
+from .policy.engine import clip
 from .policy.objects import WATCHED
 from .review import Request
 
@@ -25,7 +27,7 @@ class Decision(StrEnum):
     ALLOWED = "allowed"  # judged or mutated, nothing to change (warnings possible)
     DENIED = "denied"  # a deny-mode violation
     PATCHED = "patched"  # allowed with a JSONPatch
-    SKIPPED = "skipped"  # out of scope: operation, namespace, subresource or kind
+    SKIPPED = "skipped"  # out of scope: operation, namespace, user, subresource or kind (Outcome.reason)
     SCREENED = "screened"  # the raw body holds no trigger of any enabled rule (webhook.screen)
     MALFORMED = "malformed"  # the object's fields do not have the API's shape (HTTP 200, code 400)
 
@@ -34,7 +36,7 @@ class Decision(StrEnum):
 class Outcome:
     """Everything a review decided, before any wire format: the one result type.
 
-    Frozen: SCREENED and SKIPPED are shared by every request."""
+    Frozen: SCREENED and the SKIP_* outcomes are shared by every request."""
 
     decision: Decision
     verdict: Verdict = field(default_factory=Verdict)
@@ -42,6 +44,7 @@ class Outcome:
     warnings: list[str] = field(default_factory=list)
     # Why the object was refused: the policy's message (403) or the shape problem (400).
     message: str = ""
+    reason: str = ""  # why it was skipped (SKIPPED): one of the constants below
 
     @property
     def allowed(self) -> bool:
@@ -63,44 +66,88 @@ class Outcome:
 
 
 SCREENED = Outcome(Decision.SCREENED)
-SKIPPED = Outcome(Decision.SKIPPED)
+
+
+def _skipped(reason: str) -> Outcome:
+    return Outcome(Decision.SKIPPED, reason=reason)
+
+
+# Shared: most requests end in one of these.
+SKIP_OPERATION = _skipped("operation not policed (DELETE, CONNECT)")
+SKIP_NAMESPACE = _skipped("namespace exempt (exemptNamespaces)")
+SKIP_USER = _skipped("user exempt (exemptUsernames)")
+SKIP_SUBRESOURCE = _skipped("subresource not policed")
+SKIP_KIND = _skipped("kind not policed")
+SKIP_DELETING = _skipped("object being deleted")
+SKIP_NOT_MUTATED = _skipped("only Pod CREATE and pods/ephemeralcontainers are mutated")
 
 
 def _malformed(req: Request, exc: ShapeError) -> Outcome:
     return Outcome(Decision.MALFORMED, message=f"gpu-policy cannot judge this {req.kind}: {exc.path} {exc.problem}")
 
 
-def _exempt(req: Request, policy: Policy) -> bool:
+def _exempt(req: Request, policy: Policy) -> Outcome | None:
     """Exempt by namespace or by the requesting user (Pod Security Admission's two request-level
     exemptions; service accounts are per pod, in engine.exempt)."""
-    return req.namespace in policy.exempt_namespaces or req.user in policy.exempt_usernames
+    if req.namespace in policy.exempt_namespaces:
+        return SKIP_NAMESPACE
+    return SKIP_USER if req.user in policy.exempt_usernames else None
 
 
-def _out_of_scope(req: Request, policy: Policy) -> bool:
+def _out_of_scope(req: Request, policy: Policy) -> Outcome | None:
     if req.operation not in ("CREATE", "UPDATE"):
-        return True  # DELETE and CONNECT carry nothing we police
-    if _exempt(req, policy):
-        return True
+        return SKIP_OPERATION  # DELETE and CONNECT carry nothing we police
+    exempt = _exempt(req, policy)
+    if exempt is not None:
+        return exempt
     # Of the subresources only pods/ephemeralcontainers changes what we police
     # (`kubectl debug` adds containers through it); status, scale, binding... do not.
-    return bool(req.sub_resource) and not (req.kind == "Pod" and req.sub_resource == EPHEMERAL)
+    if req.sub_resource and not (req.kind == "Pod" and req.sub_resource == EPHEMERAL):
+        return SKIP_SUBRESOURCE
+    return None
+
+
+def _unpoliced(req: Request, policy: Policy) -> Outcome:
+    """A kind the policy does not know: never a silent skip when it carries GPU requests."""
+    found = engine.unpoliced_gpu_requests(req.object, policy)
+    if not found:
+        return SKIP_KIND
+    shown = found[0] + (f" (+{len(found) - 1})" if len(found) > 1 else "")
+    notice = clip(
+        f"gpu-policy does not police {req.kind} ({req.group or 'core'}), which requests GPUs at {shown}; "
+        f"judge it with customResources: [{{group: {req.group}, kind: {req.kind}, {_shape_of(found[0])}}}]"
+    )
+    return Outcome(Decision.SKIPPED, reason="kind not policed, but it requests GPUs", warnings=[notice])
+
+
+def _shape_of(path: str) -> str:
+    """The customResources entry that covers a container found at `path`, in its likely shape."""
+    general = re.sub(r"\[\d+\]", "[*]", path)
+    template = re.fullmatch(r"(.+)\.spec\.(?:init)?[cC]ontainers\[\*\]", general)
+    if template:
+        return f"templates: ['{template[1]}']"
+    pod_spec = re.fullmatch(r"(.+)\.(?:init)?[cC]ontainers\[\*\]", general)
+    if pod_spec:
+        return f"podSpecs: ['{pod_spec[1]}']"
+    return f"containers: ['{general}']"
 
 
 def validate(req: Request, policy: Policy, watch: frozenset[str] = WATCHED) -> Outcome:
-    if _out_of_scope(req, policy):
-        return SKIPPED
+    skipped = _out_of_scope(req, policy)
+    if skipped is not None:
+        return skipped
     obj = req.object
     try:
         found = engine.find_violations(obj, req.group, req.kind, policy, watch, req.namespace)
     except ShapeError as exc:
         return _malformed(req, exc)
     if found is None:
-        return SKIPPED  # a kind we do not police
+        return _unpoliced(req, policy)
     before = None
     if req.operation == "UPDATE" and not req.sub_resource and found:
         metadata = obj.get("metadata")
         if isinstance(metadata, Mapping) and metadata.get("deletionTimestamp"):
-            return SKIPPED  # finalizers must be removable from anything being deleted
+            return SKIP_DELETING  # finalizers must be removable from anything being deleted
         try:
             before = engine.find_violations(req.old_object, req.group, req.kind, policy, watch, req.namespace)
         except ShapeError:
@@ -119,13 +166,16 @@ def _ephemeral_names(old: Any) -> set[str]:
 
 
 def mutate(req: Request, policy: Policy, watch: frozenset[str] = WATCHED) -> Outcome:
-    if req.kind != "Pod" or req.group or _exempt(req, policy):
-        return SKIPPED
+    if req.kind != "Pod" or req.group:
+        return SKIP_KIND
+    exempt = _exempt(req, policy)
+    if exempt is not None:
+        return exempt
     # Pod spec fields we touch are immutable after creation: only CREATE is mutated, plus the
     # ephemeral containers that `kubectl debug` adds through their subresource.
     ephemeral = req.operation == "UPDATE" and req.sub_resource == EPHEMERAL
     if not ephemeral and (req.operation != "CREATE" or req.sub_resource):
-        return SKIPPED
+        return SKIP_NOT_MUTATED
     try:
         pod = engine.pod_view(req.object, policy, watch, req.namespace)
     except ShapeError as exc:

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from .policy import DEFAULT_MODES, Mode, Policy
-from .policy.templates import Templates, parse_path
+from .policy.templates import Shape, Templates, parse_path
 
 # Every key, with its default: the one place defaults are written. `make generate` derives the
 # README's configuration reference and the chart's values.yaml `policy` block from it (with
@@ -99,7 +99,8 @@ COMMENTS: dict[str, str] = {
     "acceleratorNodeSelector.default": "e.g. nvidia-t4; null: no default GPU model",
     "optOutAnnotation": 'pods annotated <key>: "false" skip the conveniences, never isolation',
     "isolateNonGpu": "NVIDIA_VISIBLE_DEVICES=void for containers that request no GPU",
-    "customResources": '[{group: train.example.com, kind: Trainer, templates: ["spec.stages[*].template"]}]',
+    "customResources": "[{group: x.example.com, kind: Trainer, templates: ['spec.stages[*].template'], "
+    "containers: ['spec.steps[*].container']}]; podSpecs: inline pod specs",
     "server.maxRequestBytes": "admission bodies reach several MiB; larger bodies get HTTP 413",
     "server.certReloadSeconds": "how often tls.crt/tls.key are checked for a new pair",
     "server.drainSeconds": "after SIGTERM: not-ready but still serving this long (Ctrl-C: no wait)",
@@ -390,14 +391,58 @@ def _resource_patterns(problems: list[str], key: str, value: Any) -> list[str]:
     return out
 
 
-_CR_KEYS = ("group", "kind", "templates")
+_CR_KEYS = ("group", "kind", "templates", "podSpecs", "containers")
 
 
 def _custom_resources(value: Any, problems: list[str]) -> dict[tuple[str, str], Templates]:
-    """customResources: [{group, kind, templates: [path, ...]}] -> the template table."""
+    """customResources: [{group, kind, templates|podSpecs|containers: [path, ...]}] -> the table.
+
+    Three shapes, as pod specs live in the wild: `templates` ({metadata, spec}: Kubeflow, Ray),
+    `podSpecs` (a PodSpec inline: KServe's predictor), `containers` (one container-like object:
+    Argo's container, KServe's model). At least one list is required.
+    """
     out: dict[tuple[str, str], Templates] = {}
     if not _expect(problems, "customResources", value, list, "a list of {group, kind, templates}"):
         return out
+    shapes = tuple(shape.key for shape in Shape)
+    for i, item in enumerate(value):
+        where = f"customResources[{i}]"
+        if not isinstance(item, Mapping):
+            problems.append(f"{where}: must be a mapping with group, kind and templates, podSpecs or containers")
+            continue
+        for key in item:
+            if key not in _CR_KEYS:
+                hint = difflib.get_close_matches(str(key), _CR_KEYS, n=1)
+                problems.append(f"{where}.{key}: unknown key" + (f" (did you mean {where}.{hint[0]}?)" if hint else ""))
+        group, kind = item.get("group", ""), item.get("kind")
+        if not isinstance(group, str):
+            problems.append(f'{where}.group: must be a string ("" for the core group)')
+        if not isinstance(kind, str) or not kind:
+            problems.append(f"{where}.kind: is required")
+        found: dict[str, tuple[tuple[str, ...], ...]] = {}
+        for key in shapes:
+            texts = item.get(key)
+            if texts is None:
+                continue
+            if not isinstance(texts, list) or not texts:
+                problems.append(f"{where}.{key}: must be a non-empty list of paths such as spec.tasks[*].template")
+                continue
+            paths = []
+            for j, text in enumerate(texts):
+                try:
+                    paths.append(parse_path(text if isinstance(text, str) else ""))
+                except ValueError as exc:
+                    problems.append(f"{where}.{key}[{j}]: {exc}")
+            found[key] = tuple(paths)
+        if not any(key in item for key in shapes):
+            problems.append(f"{where}: needs templates, podSpecs or containers (paths such as spec.tasks[*].template)")
+        if isinstance(group, str) and isinstance(kind, str) and kind:
+            out[(group, kind)] = Templates(
+                found.get("templates", ()),
+                pod_specs=found.get("podSpecs", ()),
+                containers=found.get("containers", ()),
+            )
+    return out
     for i, item in enumerate(value):
         where = f"customResources[{i}]"
         if not isinstance(item, Mapping):

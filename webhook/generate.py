@@ -271,16 +271,21 @@ def template_source() -> str:
         for group, _kind, plural in rule.kinds:
             builtin.setdefault(group, []).append(plural)
 
-    def rule_yaml(group: str, versions: str, resources: list[str]) -> str:
+    def rule_yaml(group: str, versions: str, resources: list[str], scope: str = "Namespaced") -> str:
         return (
             f"- apiGroups: [{json.dumps(group)}]\n  apiVersions: [{json.dumps(versions)}]\n"
-            f'  operations: ["CREATE", "UPDATE"]\n  resources: {json.dumps(resources)}\n  scope: Namespaced\n'
+            f'  operations: ["CREATE", "UPDATE"]\n  resources: {json.dumps(resources)}\n  scope: {json.dumps(scope)}\n'
         )
 
     out += '{{/* Rules of the workloads webhook. */}}\n{{- define "gpu-policy.workloadRules" -}}\n'
     out += "".join(rule_yaml(g, "v1", res) for g, res in builtin.items())
     for (switch, group), res in crds.items():
-        out += f"{{{{- if .Values.webhook.customResources.{switch} }}}}\n" + rule_yaml(group, "*", res) + "{{- end }}\n"
+        # "*": some CRDs are cluster-scoped (Argo's ClusterWorkflowTemplate, Trainer's ClusterTrainingRuntime).
+        out += (
+            f"{{{{- if .Values.webhook.customResources.{switch} }}}}\n"
+            + rule_yaml(group, "*", res, "*")
+            + "{{- end }}\n"
+        )
     out += "{{- end -}}\n"
     return out
 
@@ -380,7 +385,7 @@ def example_message(rule: Any) -> str:
 def readme_source(current: str) -> str:
     from .config import COMMENTS, DEFAULTS
     from .policy import ALL_RULES, MUTATIONS
-    from .policy.templates import WORKLOADS
+    from .policy.templates import WORKLOADS, Shape
 
     rows = [
         "| rule id | default | what | why | example message (after `violates GPU policy: `) |",
@@ -397,10 +402,13 @@ def readme_source(current: str) -> str:
     rows += [f"| `{m.id}` | `{m.switch}` | {_cell(m.summary)} |" for m in MUTATIONS]
     text = _md(text, "mutations", rows)
 
-    rows = ["| group | kind | template paths | chart switch |", "|---|---|---|---|"]
+    rows = ["| group | kind | pod specs at | chart switch |", "|---|---|---|---|"]
+    labels = {Shape.TEMPLATE: "", Shape.POD_SPEC: " (pod spec)", Shape.CONTAINER: " (container)"}
     for w in WORKLOADS:
         if w.chart_switch:
-            paths = ", ".join(f"`{_path_text(p)}`" for p in w.templates.paths)
+            paths = ", ".join(
+                f"`{_path_text(p)}`{labels[shape]}" for shape, found in w.templates.by_shape() for p in found
+            )
             rows.append(f"| `{w.group}` | `{w.kind}` | {paths} | `webhook.customResources.{w.chart_switch}` |")
     text = _md(text, "custom-resources", rows)
 

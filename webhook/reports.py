@@ -39,10 +39,19 @@ class Result:
         return bool(self.error) or (self.outcome is not None and self.outcome.decision is Decision.MALFORMED)
 
 
-def exit_code(results: Sequence[Result]) -> int:
+def unpoliced_gpu(r: Result) -> bool:
+    """A kind the policy does not police that requests GPUs (the outcome carries a notice)."""
+    o = r.outcome
+    return o is not None and o.decision is Decision.SKIPPED and bool(o.warnings)
+
+
+def exit_code(results: Sequence[Result], strict: bool = False) -> int:
+    """2: unusable input; 1: denied (with `strict`: also an unpoliced kind that requests GPUs)."""
     if any(r.failed for r in results):
         return EXIT_INPUT
     if any(r.outcome is not None and not r.outcome.allowed for r in results):
+        return EXIT_DENIED
+    if strict and any(unpoliced_gpu(r) for r in results):
         return EXIT_DENIED
     return EXIT_OK
 
@@ -70,6 +79,7 @@ def result_dict(r: Result) -> dict[str, Any]:
         "namespace": r.namespace,
         "name": r.name,
         "decision": o.decision.value,
+        "reason": o.reason or None,
         "allowed": o.allowed,
         "message": o.message or None,
         "warnings": o.warnings,
@@ -78,8 +88,9 @@ def result_dict(r: Result) -> dict[str, Any]:
     }
 
 
-def write_json(results: Sequence[Result], out: IO[str]) -> None:
-    json.dump({"results": [result_dict(r) for r in results], "exitCode": exit_code(results)}, out, indent=2)
+def write_json(results: Sequence[Result], out: IO[str], strict: bool = False) -> None:
+    body = {"results": [result_dict(r) for r in results], "exitCode": exit_code(results, strict)}
+    json.dump(body, out, indent=2)
     out.write("\n")
 
 
@@ -102,6 +113,7 @@ def write_text(results: Sequence[Result], out: IO[str]) -> None:
                 print(f"      - {v.describe()}", file=out)
         elif o.decision is Decision.SKIPPED:
             counts["skipped"] += 1
+            print(f"SKIP  {r.label}: {o.reason}", file=out)
         elif o.warnings or o.audit_annotations():
             counts["warned"] += 1
         else:

@@ -123,14 +123,16 @@ def test_custom_resources_config_errors() -> None:
                 "customResources": [
                     {"group": "a", "kind": "B", "template": ["x"]},
                     {"kind": "C", "templates": ["spec..x"]},
+                    {"kind": "D", "containers": []},
                 ]
             },
             environ={},
         )
     assert info.value.problems == [
         "customResources[0].template: unknown key (did you mean customResources[0].templates?)",
-        "customResources[0].templates: must be a non-empty list of paths such as spec.tasks[*].template",
+        "customResources[0]: needs templates, podSpecs or containers (paths such as spec.tasks[*].template)",
         "customResources[1].templates[0]: 'spec..x' is not a template path such as spec.tasks[*].template",
+        "customResources[2].containers: must be a non-empty list of paths such as spec.tasks[*].template",
     ]
 
 

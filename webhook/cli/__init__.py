@@ -46,6 +46,12 @@ def parser() -> argparse.ArgumentParser:
             choices=("text", "json") if name == "check" else ("yaml", "json"),
             default="text" if name == "check" else "yaml",
         )
+        if name == "check":
+            c.add_argument(
+                "--strict",
+                action="store_true",
+                help="exit 1 also for kinds the policy does not police that request GPUs",
+            )
         c.set_defaults(func=func)
 
     cert = sub.add_parser("certs", help="write a CA and a serving certificate for the webhook Service")

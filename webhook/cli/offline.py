@@ -40,10 +40,10 @@ def check(args: argparse.Namespace) -> int:
         outcome = admission.validate(req, policy)
         results.append(Result(doc.where, req.kind, req.namespace, req.name, outcome))
     if args.output == "json":
-        reports.write_json(results, sys.stdout)
+        reports.write_json(results, sys.stdout, args.strict)
     else:
         reports.write_text(results, sys.stdout)
-    return reports.exit_code(results)
+    return reports.exit_code(results, args.strict)
 
 
 def mutate(args: argparse.Namespace) -> int:

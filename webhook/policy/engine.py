@@ -88,6 +88,42 @@ def pod_violations(pod: PodView, policy: Policy) -> list[Violation]:
     return out
 
 
+_MAX_NODES: Final = 200_000  # an admission body is at most a few MiB: a bound, not a limit in practice
+
+
+def unpoliced_gpu_requests(obj: Any, policy: Policy, limit: int = 5) -> list[str]:
+    """Field paths of container-like objects holding GPU-model resources anywhere in `obj`: for a
+    kind the policy does not know, so a GPU workload is never a silent skip. An object counts
+    when its `resources` (or `resourcesPerNode`) has limits or requests naming a GPU resource."""
+    from .gpus import is_companion, is_device
+
+    found: list[str] = []
+    stack: list[tuple[Any, str]] = [(obj, "")]
+    seen = 0
+    while stack and len(found) < limit and seen < _MAX_NODES:
+        node, path = stack.pop()
+        seen += 1
+        if isinstance(node, dict):
+            for field in ("resources", "resourcesPerNode"):
+                res = node.get(field)
+                if isinstance(res, dict) and any(
+                    isinstance(side, dict)
+                    and any(isinstance(k, str) and (is_device(k, policy) or is_companion(k, policy)) for k in side)
+                    for side in (res.get("limits"), res.get("requests"))
+                ):
+                    found.append(path or "(the object)")
+                    break
+            else:
+                for key, value in reversed(list(node.items())):
+                    if isinstance(value, dict | list):
+                        stack.append((value, f"{path}.{key}" if path else str(key)))
+        elif isinstance(node, list):
+            for i in range(len(node) - 1, -1, -1):
+                if isinstance(node[i], dict | list):
+                    stack.append((node[i], f"{path}[{i}]"))
+    return found
+
+
 def exempt(pod: PodView, policy: Policy) -> bool:
     """Whether the pod (template) runs as an exempt service account (exemptServiceAccounts).
 

@@ -13,7 +13,7 @@ from decimal import Decimal
 from typing import Any, Final
 
 from .quantity import QuantityError, parse_quantity
-from .templates import BUILTIN, Key, Templates, expand, field_path, pointer
+from .templates import BUILTIN, Key, Shape, Templates, expand, field_path, pointer
 from .types import ContainerKind, Policy, Violation
 
 # Env names the rules and mutations read; `build_view` records where each one occurs so
@@ -78,6 +78,8 @@ class Container:
     gpu: Decimal | None  # parsed GPU count (limits, else requests); None when unset or unparsable
     # How this container gets a GPU, worked out once by webhook.policy.gpus (None: not yet asked).
     gpu_source: Any = None
+    own_path: str = ""  # a container-like object outside a pod spec: its field path
+    resources_field: str = "resources"  # "resourcesPerNode" in Kubeflow Trainer v2's TrainJob
     _env_from: tuple[EnvSource, ...] | None = None
     _mount_paths: tuple[str, ...] | None = None
 
@@ -103,7 +105,7 @@ class Container:
     @property
     def path(self) -> str:
         """Field path, as messages show it: "spec.template.spec.containers[0]"."""
-        return f"{self.spec_path}.{self.field}[{self.index}]"
+        return self.own_path or f"{self.spec_path}.{self.field}[{self.index}]"
 
     @property
     def pointer(self) -> str:
@@ -267,10 +269,20 @@ def build_views(
     if templates.required:
         return [build_view(obj, keys, policy, watch, kind, namespace) for keys in templates.paths]
     return [
-        build_view(obj, keys, policy, watch, kind, namespace)
-        for pattern in templates.paths
+        build_view(obj, keys, policy, watch, kind, namespace, shape)
+        for shape, patterns in templates.by_shape()
+        for pattern in patterns
         for keys in expand(obj, pattern)
+        # A glob may match fields that are not pod specs (KServe's predictor.minReplicas): only
+        # objects are candidates; an object of the wrong shape is still a ShapeError.
+        if shape is Shape.TEMPLATE or isinstance(_at(obj, keys), dict)
     ]
+
+
+def _at(obj: Any, keys: tuple[Key, ...]) -> Any:
+    for key in keys:
+        obj = obj[key]
+    return obj
 
 
 def build_view(
@@ -280,8 +292,10 @@ def build_view(
     watch: frozenset[str] = WATCHED,
     kind: str = "Pod",
     namespace: str = "",
+    shape: Shape = Shape.TEMPLATE,
 ) -> PodView:
-    """Walk `obj` down `keys` to a pod template ({metadata, spec}) and read it into a `PodView`."""
+    """Walk `obj` down `keys` to a pod template ({metadata, spec}), a pod spec, or one
+    container-like object (see templates.Shape), and read it into a `PodView`."""
     node: Any = obj
     for depth, key in enumerate(keys):
         here = field_path(keys[: depth + 1])
@@ -299,14 +313,19 @@ def build_view(
     assert node is not None
     ptr = pointer(keys)
     meta_path = f"{path}.metadata" if path else "metadata"
-    metadata = _mapping(node.get("metadata"), meta_path) or {}
-    spec_path = f"{path}.spec" if path else "spec"
-    spec = _mapping(node.get("spec"), spec_path)
-    if spec is None:
-        raise ShapeError(spec_path, "is required")
+    if shape is Shape.TEMPLATE:
+        metadata = _mapping(node.get("metadata"), meta_path) or {}
+        spec_path = f"{path}.spec" if path else "spec"
+        spec = _mapping(node.get("spec"), spec_path)
+        if spec is None:
+            raise ShapeError(spec_path, "is required")
+        spec_pointer = f"{ptr}/spec"
+    elif shape is Shape.POD_SPEC:
+        metadata, spec_path, spec, spec_pointer = {}, path, node, ptr
+    else:
+        return _container_view(node, path, policy, watch, kind, namespace)
 
     containers: list[Container] = []
-    spec_pointer = f"{ptr}/spec"
     for container_kind, kind_field in _KINDS:
         items = spec.get(kind_field)
         if items is None:
@@ -346,6 +365,35 @@ def build_view(
         service_account="default" if account is None else _string(account, spec_path, "serviceAccountName"),
         resource_claims=() if claims is None else _resource_claims(claims, spec_path),
         runtime_class="" if runtime is None else _string(runtime, spec_path, "runtimeClassName"),
+    )
+
+
+def _container_view(
+    node: dict[str, Any], path: str, policy: Policy, watch: frozenset[str], kind: str, namespace: str
+) -> PodView:
+    """A view of one container-like object (Argo's container, KServe's model, NIMService's spec):
+    a pod of one container, with no pod-level fields, whose messages name the object's own path."""
+    c = _container(node, ContainerKind.REGULAR, "containers", 0, path, "", policy, watch, own_path=path)
+    return PodView(
+        path=path,
+        meta_path=f"{path}.metadata",
+        pointer="",
+        annotations={},
+        containers=[c],
+        node_selector=None,
+        affinity_keys=frozenset(),
+        raw_volumes=None,
+        host_pid=False,
+        host_ipc=False,
+        node_name="",
+        is_pod=False,
+        kind=kind,
+        owner_kind="",
+        namespace=namespace,
+        scheduler_name="",
+        service_account="default",
+        resource_claims=(),
+        runtime_class="",
     )
 
 
@@ -412,17 +460,23 @@ def _container(
     spec_pointer: str,
     policy: Policy,
     watch: frozenset[str],
+    own_path: str = "",
 ) -> Container:
-    path = f"{spec_path}.{kind_field}[{index}]"  # for error messages (built once per container)
+    # For error messages (built once per container); a container-like object has its own path.
+    path = own_path or f"{spec_path}.{kind_field}[{index}]"
     if not isinstance(raw, dict):
         raise ShapeError(path, f"must be an object, got {_type(raw)}")
     c = raw
     name = c.get("name", "")
     if not isinstance(name, str):
         raise ShapeError(f"{path}.name", f"must be a string, got {_type(name)}")
+    if not name and own_path:
+        name = own_path  # Argo's container and NIMService's spec have no name: messages show where it is
     image = c.get("image") or ""  # templates may leave it to a controller; JSON null is ""
     if not isinstance(image, str):
-        raise ShapeError(f"{path}.image", f"must be a string, got {_type(image)}")
+        if not own_path:
+            raise ShapeError(f"{path}.image", f"must be a string, got {_type(image)}")
+        image = ""  # NIMService's image is {repository, tag}: nothing a rule reads
 
     env = c.get("env")
     watched: dict[str, list[EnvVar]] = {}
@@ -445,12 +499,16 @@ def _container(
 
     limits = requests = None
     claims: tuple[str, ...] = ()
+    resources_field = "resources"
     resources = c.get("resources")
+    if resources is None and own_path and c.get("resourcesPerNode") is not None:
+        resources_field = "resourcesPerNode"  # Kubeflow Trainer v2's TrainJob.spec.trainer
+        resources = c["resourcesPerNode"]
     if resources is not None:
         if not isinstance(resources, dict):
-            raise ShapeError(f"{path}.resources", f"must be an object, got {_type(resources)}")
-        limits = _mapping(resources.get("limits"), path, "resources.limits")
-        requests = _mapping(resources.get("requests"), path, "resources.requests")
+            raise ShapeError(f"{path}.{resources_field}", f"must be an object, got {_type(resources)}")
+        limits = _mapping(resources.get("limits"), path, f"{resources_field}.limits")
+        requests = _mapping(resources.get("requests"), path, f"{resources_field}.requests")
         if resources.get("claims") is not None:
             claims = _claims(resources["claims"], path)
 
@@ -489,6 +547,8 @@ def _container(
         privileged=privileged,
         added_capabilities=caps,
         gpu=_gpu_count(limits, requests, policy.resource_name),
+        own_path=own_path,
+        resources_field=resources_field,
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from enum import Enum
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -19,12 +20,32 @@ from .patch import escape
 Key = str | int
 
 
+class Shape(Enum):
+    """What a path points at. Pod specs live in three shapes in the wild."""
+
+    TEMPLATE = "templates"  # a PodTemplateSpec {metadata, spec}: Deployments, Kubeflow, Ray, JobSet
+    POD_SPEC = "podSpecs"  # a PodSpec itself, inline: KServe's predictor, LLMInferenceService's template
+    CONTAINER = "containers"  # one container-like object: KServe's model, Argo's container/script, NIMService
+
+    @property
+    def key(self) -> str:
+        """The customResources key that lists paths of this shape."""
+        return self.value
+
+
 @dataclass(frozen=True, slots=True)
 class Templates:
-    """The template paths of one kind. `required` ones must exist (built-in controllers)."""
+    """The template paths of one kind. `required` ones must exist (built-in controllers).
+
+    `pod_specs` and `containers` hold paths of the other two shapes (never required)."""
 
     paths: tuple[tuple[str, ...], ...]
     required: bool = False
+    pod_specs: tuple[tuple[str, ...], ...] = ()
+    containers: tuple[tuple[str, ...], ...] = ()
+
+    def by_shape(self) -> tuple[tuple[Shape, tuple[tuple[str, ...], ...]], ...]:
+        return ((Shape.TEMPLATE, self.paths), (Shape.POD_SPEC, self.pod_specs), (Shape.CONTAINER, self.containers))
 
 
 def parse_path(text: str) -> tuple[str, ...]:
@@ -61,8 +82,28 @@ def _builtin(group: str, kind: str, plural: str, *paths: str) -> Workload:
     return Workload(group, kind, plural, Templates(_paths(*paths), required=True))
 
 
-def _crd(switch: str, group: str, kind: str, plural: str, *paths: str) -> Workload:
-    return Workload(group, kind, plural, Templates(_paths(*paths)), switch)
+def _crd(
+    switch: str,
+    group: str,
+    kind: str,
+    plural: str,
+    *paths: str,
+    pod_specs: tuple[str, ...] = (),
+    containers: tuple[str, ...] = (),
+) -> Workload:
+    templates = Templates(_paths(*paths), False, _paths(*pod_specs), _paths(*containers))
+    return Workload(group, kind, plural, templates, switch)
+
+
+# KServe's predictor shortcuts (ModelSpec and the framework specs embed a Container).
+_KSERVE_MODELS = ("model", "sklearn", "xgboost", "tensorflow", "pytorch", "triton", "onnx", "huggingface", "pmml")
+_KSERVE_CONTAINERS = tuple(f"spec.predictor.{m}" for m in _KSERVE_MODELS)
+# Argo Workflows: every template kind that runs containers.
+_ARGO = ("container", "script", "containerSet.containers[*]", "initContainers[*]", "sidecars[*]")
+
+
+def _argo(prefix: str) -> tuple[str, ...]:
+    return tuple(f"{prefix}templates[*].{c}" for c in _ARGO)
 
 
 # An empty path means the object is itself a pod. Order: the README and the chart list them so.
@@ -116,6 +157,44 @@ WORKLOADS: tuple[Workload, ...] = (
         "spec.leaderWorkerTemplate.leaderTemplate",
         "spec.leaderWorkerTemplate.workerTemplate",
     ),
+    # Inference: pod specs inline, and container-like model specs.
+    _crd(
+        "kserve",
+        "serving.kserve.io",
+        "InferenceService",
+        "inferenceservices",
+        pod_specs=("spec.predictor", "spec.transformer", "spec.explainer"),
+        containers=_KSERVE_CONTAINERS,
+    ),
+    _crd(
+        "kserve",
+        "serving.kserve.io",
+        "LLMInferenceService",
+        "llminferenceservices",
+        pod_specs=("spec.template", "spec.worker", "spec.prefill.template", "spec.prefill.worker"),
+    ),
+    _crd("nim", "apps.nvidia.com", "NIMService", "nimservices", containers=("spec",)),
+    # Kubeflow Trainer v2: TrainJob's trainer is container-like (resourcesPerNode); runtimes hold JobSets.
+    _crd("trainer", "trainer.kubeflow.org", "TrainJob", "trainjobs", containers=("spec.trainer",)),
+    _crd(
+        "trainer",
+        "trainer.kubeflow.org",
+        "TrainingRuntime",
+        "trainingruntimes",
+        "spec.template.spec.replicatedJobs[*].template.spec.template",
+    ),
+    _crd(
+        "trainer",
+        "trainer.kubeflow.org",
+        "ClusterTrainingRuntime",
+        "clustertrainingruntimes",
+        "spec.template.spec.replicatedJobs[*].template.spec.template",
+    ),
+    # Argo Workflows.
+    _crd("argo", "argoproj.io", "Workflow", "workflows", containers=_argo("spec.")),
+    _crd("argo", "argoproj.io", "WorkflowTemplate", "workflowtemplates", containers=_argo("spec.")),
+    _crd("argo", "argoproj.io", "ClusterWorkflowTemplate", "clusterworkflowtemplates", containers=_argo("spec.")),
+    _crd("argo", "argoproj.io", "CronWorkflow", "cronworkflows", containers=_argo("spec.workflowSpec.")),
 )
 
 BUILTIN: dict[tuple[str, str], Workload] = {(w.group, w.kind): w for w in WORKLOADS}

@@ -56,50 +56,78 @@ every pod the policy acts on.
   apiVersions: ["v1"]
   operations: ["CREATE", "UPDATE"]
   resources: ["podtemplates", "replicationcontrollers", "limitranges"]
-  scope: Namespaced
+  scope: "Namespaced"
 - apiGroups: ["apps"]
   apiVersions: ["v1"]
   operations: ["CREATE", "UPDATE"]
   resources: ["deployments", "replicasets", "statefulsets", "daemonsets"]
-  scope: Namespaced
+  scope: "Namespaced"
 - apiGroups: ["batch"]
   apiVersions: ["v1"]
   operations: ["CREATE", "UPDATE"]
   resources: ["jobs", "cronjobs"]
-  scope: Namespaced
+  scope: "Namespaced"
 {{- if .Values.webhook.customResources.volcano }}
 - apiGroups: ["batch.volcano.sh"]
   apiVersions: ["*"]
   operations: ["CREATE", "UPDATE"]
   resources: ["jobs"]
-  scope: Namespaced
+  scope: "*"
 {{- end }}
 {{- if .Values.webhook.customResources.kubeflow }}
 - apiGroups: ["kubeflow.org"]
   apiVersions: ["*"]
   operations: ["CREATE", "UPDATE"]
   resources: ["pytorchjobs", "tfjobs", "mpijobs", "xgboostjobs", "paddlejobs"]
-  scope: Namespaced
+  scope: "*"
 {{- end }}
 {{- if .Values.webhook.customResources.ray }}
 - apiGroups: ["ray.io"]
   apiVersions: ["*"]
   operations: ["CREATE", "UPDATE"]
   resources: ["rayclusters", "rayjobs", "rayservices"]
-  scope: Namespaced
+  scope: "*"
 {{- end }}
 {{- if .Values.webhook.customResources.jobset }}
 - apiGroups: ["jobset.x-k8s.io"]
   apiVersions: ["*"]
   operations: ["CREATE", "UPDATE"]
   resources: ["jobsets"]
-  scope: Namespaced
+  scope: "*"
 {{- end }}
 {{- if .Values.webhook.customResources.leaderworkerset }}
 - apiGroups: ["leaderworkerset.x-k8s.io"]
   apiVersions: ["*"]
   operations: ["CREATE", "UPDATE"]
   resources: ["leaderworkersets"]
-  scope: Namespaced
+  scope: "*"
+{{- end }}
+{{- if .Values.webhook.customResources.kserve }}
+- apiGroups: ["serving.kserve.io"]
+  apiVersions: ["*"]
+  operations: ["CREATE", "UPDATE"]
+  resources: ["inferenceservices", "llminferenceservices"]
+  scope: "*"
+{{- end }}
+{{- if .Values.webhook.customResources.nim }}
+- apiGroups: ["apps.nvidia.com"]
+  apiVersions: ["*"]
+  operations: ["CREATE", "UPDATE"]
+  resources: ["nimservices"]
+  scope: "*"
+{{- end }}
+{{- if .Values.webhook.customResources.trainer }}
+- apiGroups: ["trainer.kubeflow.org"]
+  apiVersions: ["*"]
+  operations: ["CREATE", "UPDATE"]
+  resources: ["trainjobs", "trainingruntimes", "clustertrainingruntimes"]
+  scope: "*"
+{{- end }}
+{{- if .Values.webhook.customResources.argo }}
+- apiGroups: ["argoproj.io"]
+  apiVersions: ["*"]
+  operations: ["CREATE", "UPDATE"]
+  resources: ["workflows", "workflowtemplates", "clusterworkflowtemplates", "cronworkflows"]
+  scope: "*"
 {{- end }}
 {{- end -}}

@@ -126,7 +126,11 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
                 found = problem(value, policy, name)
                 if found:
                     detail, fix = found
-                    out.append(c.violation(ID, f"resources.{side_name}{quote_key(name)}", detail, fix, describe(value)))
+                    out.append(
+                        c.violation(
+                            ID, f"{c.resources_field}.{side_name}{quote_key(name)}", detail, fix, describe(value)
+                        )
+                    )
     return out
 
 

@@ -26,11 +26,13 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
             if "/" not in resource or not is_device(resource, policy):
                 continue
             key = quote_key(resource)
-            field = f"resources.requests{key}"
+            field = f"{c.resources_field}.requests{key}"
             requested = describe(value)
             if c.limits is None or resource not in c.limits:
                 detail = f"is {requested} but limits{key} is not set"
-                fix = f"set resources.limits{key} (GPUs are requested through limits; requests may be dropped)"
+                fix = (
+                    f"set {c.resources_field}.limits{key} (GPUs are requested through limits; requests may be dropped)"
+                )
                 out.append(c.violation(ID, field, detail, fix, requested))
                 continue
             limit = c.limits[resource]

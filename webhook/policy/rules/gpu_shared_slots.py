@@ -36,7 +36,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
             out.append(
                 c.violation(
                     ID,
-                    f"resources.{side_name}{quote_key(name)}",
+                    f"{c.resources_field}.{side_name}{quote_key(name)}",
                     f'is {describe(value)}: under MPS the kubelet refuses it ("maximum request size for shared '
                     'resources is 1"); time-sliced slots may be one card',
                     f"request 1 {name}, or whole GPUs from nodes without sharing",

@@ -20,7 +20,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
             rule=ID,
             path=f'{view.meta_path}.annotations["{key}"]',
             detail="injects devices through CDI, around the device plugin and the scheduler",
-            fix='remove the annotation and request GPUs with resources.limits["nvidia.com/gpu"]',
+            fix=f'remove the annotation and request GPUs with resources.limits["{policy.resource_name}"]',
             value=f'"{value}"',
         )
         for key, value in view.annotations.items()

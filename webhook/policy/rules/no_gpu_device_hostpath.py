@@ -78,7 +78,8 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
                     path=f"{view.path}.volumes[{volume.index}].hostPath.path",
                     detail=f'is "{volume.path}", which reaches {shown} on the node: GPU devices or device-plugin '
                     "state outside the device plugin's control",
-                    fix='request GPUs with resources.limits["nvidia.com/gpu"]; use an emptyDir or a PVC for files',
+                    fix=f'request GPUs with resources.limits["{policy.resource_name}"]; use an emptyDir or a PVC '
+                    "for files",
                     value=f'"{volume.path}"',
                 )
             )

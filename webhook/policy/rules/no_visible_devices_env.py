@@ -26,7 +26,7 @@ def _fix(c: Container, view: PodView, policy: Policy) -> str:
             "this is a KAI Scheduler GPU-sharing pod: the platform allows KAI's injected variable with "
             "integrations.kai.enabled in gpu-policy's config"
         )
-    return f'remove the variable and request GPUs with resources.limits["{resource_hint(c, view, policy)}"]'
+    return f'remove the variable and request GPUs with {c.resources_field}.limits["{resource_hint(c, view, policy)}"]'
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
