@@ -162,6 +162,91 @@ def default_policy(**changes: Any) -> Policy:
     return replace(shipped, **changes)
 
 
+@dataclass(frozen=True, slots=True)
+class ChartView:
+    """What an installed chart (a Helm values file) does: the policy its ConfigMap holds, and
+    which objects its webhook configurations send at all, so `gpu-policy check --values` judges
+    exactly as the cluster would. Mirrors templates/_helpers.tpl (gpu-policy.config) and the
+    webhook rules; tests/test_chart_values.py compares both with helm's own rendering."""
+
+    settings: Settings
+    custom_resources: frozenset[str]  # webhook.customResources switches that are on
+    pods: bool  # webhook.validatingPods.enabled
+    workloads: bool  # webhook.validatingWorkloads.enabled
+    mutating: bool  # webhook.mutating.enabled
+
+    def not_sent(self, group: str, kind: str, *, mutate: bool = False) -> str | None:
+        """Why the chart's webhooks never send this kind to gpu-policy, or None when they do."""
+        from .policy.templates import BUILTIN
+
+        if mutate:
+            return None if self.mutating else "not sent: webhook.mutating.enabled is false"
+        if (group, kind) == ("", "Pod"):
+            return None if self.pods else "not sent: webhook.validatingPods.enabled is false"
+        if not self.workloads:
+            return "not sent: webhook.validatingWorkloads.enabled is false"
+        workload = BUILTIN.get((group, kind))
+        if workload is not None and workload.chart_switch and workload.chart_switch not in self.custom_resources:
+            return f"not sent: webhook.customResources.{workload.chart_switch} is false"
+        return None
+
+
+def from_chart_values(values: Any, release_namespace: str, source: str) -> ChartView:
+    """The ChartView of a Helm values file (the chart's defaults for what it leaves out)."""
+    if values is None:
+        values = {}
+    if not isinstance(values, Mapping):
+        raise ConfigError([f"must be a mapping of chart values, got {_kind(values)}"], source)
+    problems: list[str] = []
+    webhook = values.get("webhook") or {}
+    policy = values.get("policy") or {}
+    if not isinstance(webhook, Mapping):
+        problems.append(f"webhook: must be a mapping, got {_kind(webhook)}")
+        webhook = {}
+    if not isinstance(policy, Mapping):
+        problems.append(f"policy: must be a mapping, got {_kind(policy)}")
+        policy = {}
+    excluded = webhook.get("excludedNamespaces", DEFAULTS["exemptNamespaces"])
+    own = policy.get("exemptNamespaces") or []
+    if not isinstance(excluded, list) or not isinstance(own, list):
+        problems.append("webhook.excludedNamespaces and policy.exemptNamespaces: must be lists of namespaces")
+        excluded, own = [], []
+    switches = webhook.get("customResources") or {}
+    if not isinstance(switches, Mapping):
+        problems.append(f"webhook.customResources: must be a mapping of switches, got {_kind(switches)}")
+        switches = {}
+
+    def enabled(section: str) -> bool:
+        part = webhook.get(section) or {}
+        return not isinstance(part, Mapping) or part.get("enabled", True) is not False
+
+    if problems:
+        raise ConfigError(problems, source)
+    config = {
+        **policy,
+        "exemptNamespaces": list(dict.fromkeys([*own, *excluded])),
+        "webhookNamespace": release_namespace,
+    }
+    settings = from_mapping(config, environ={}, source=f"{source}: policy")
+    return ChartView(
+        settings=settings,
+        custom_resources=frozenset(k for k, v in switches.items() if v is True),
+        pods=enabled("validatingPods"),
+        workloads=enabled("validatingWorkloads"),
+        mutating=enabled("mutating"),
+    )
+
+
+def load_chart_values(path: str, release_namespace: str) -> ChartView:
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError([f"cannot read file: {exc.strerror or exc}"], path) from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError([f"not valid YAML: {exc}"], path) from exc
+    return from_chart_values(data, release_namespace, path)
+
+
 def load(path: str | os.PathLike[str] | None, environ: Mapping[str, str] | None = None) -> Settings:
     """Read and validate a config file; None means all defaults."""
     environ = os.environ if environ is None else environ

@@ -34,6 +34,13 @@ def parser() -> argparse.ArgumentParser:
         c = sub.add_parser(name, help=text)
         c.add_argument("-f", "--file", action="append", required=True, help="file, folder or - (repeatable)")
         c.add_argument("--config", help="YAML config file (default: built-in defaults)")
+        c.add_argument(
+            "--values",
+            help="a Helm values file of the gpu-policy chart: judge exactly as that installed chart would",
+        )
+        c.add_argument(
+            "--release-namespace", default="gpu-policy", help="with --values: the chart's namespace (always exempt)"
+        )
         c.add_argument("--cluster-version", help="cluster version for version-gated mutations (e.g. 1.27)")
         c.add_argument(
             "-n",

@@ -19,11 +19,12 @@ from .. import admission, reports
 from ..admission import Decision
 from ..manifests import InputError, NamespaceMismatch, read, review_request
 from ..reports import EXIT_INPUT, EXIT_OK, Result
-from .settings import from_args
+from .settings import chart_view, from_args
 
 
 def check(args: argparse.Namespace) -> int:
-    policy = from_args(args).policy
+    chart = chart_view(args)
+    policy = from_args(args, chart).policy
     results: list[Result] = []
     for doc in read(args.file):
         if isinstance(doc, InputError):
@@ -37,7 +38,8 @@ def check(args: argparse.Namespace) -> int:
         if not req.kind:
             results.append(Result(doc.where, error="kind: is required"))
             continue
-        outcome = admission.validate(req, policy)
+        unsent = chart.not_sent(req.group, req.kind) if chart is not None else None
+        outcome = admission.Outcome(Decision.SKIPPED, reason=unsent) if unsent else admission.validate(req, policy)
         results.append(Result(doc.where, req.kind, req.namespace, req.name, outcome))
     if args.output == "json":
         reports.write_json(results, sys.stdout, args.strict)
@@ -47,7 +49,8 @@ def check(args: argparse.Namespace) -> int:
 
 
 def mutate(args: argparse.Namespace) -> int:
-    policy = from_args(args).policy
+    chart = chart_view(args)
+    policy = from_args(args, chart).policy
     out: list[Any] = []
     code = EXIT_OK
     for doc in read(args.file):
@@ -60,6 +63,9 @@ def mutate(args: argparse.Namespace) -> int:
         except NamespaceMismatch as exc:
             print(f"ERROR {doc.where}: {exc}", file=sys.stderr)
             code = EXIT_INPUT
+            continue
+        if chart is not None and chart.not_sent(req.group, req.kind, mutate=True):
+            out.append(doc.obj)
             continue
         outcome = admission.mutate(req, policy)
         if outcome.decision is Decision.MALFORMED:
