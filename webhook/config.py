@@ -61,6 +61,27 @@ DEFAULTS: dict[str, Any] = {
         "k8s.amazonaws.com/accelerator",
     ],
     "gpuRuntimeClasses": ["nvidia", "nvidia-legacy", "nvidia-cdi"],
+    # node.kubernetes.io/instance-type values of GPU machine families (AWS p/g, GCP a2/a3/g2, Azure N).
+    "gpuInstanceTypes": [
+        "p3.",
+        "p3dn.",
+        "p4d.",
+        "p4de.",
+        "p5.",
+        "p5e.",
+        "p5en.",
+        "g4dn.",
+        "g5.",
+        "g5g.",
+        "g6.",
+        "g6e.",
+        "a2-",
+        "a3-",
+        "g2-",
+        "Standard_NC",
+        "Standard_ND",
+        "Standard_NV",
+    ],
     "webhookNamespace": None,
     "clusterVersion": "auto",
     "ldLibraryPath": {"enabled": True, "path": "/usr/local/nvidia/lib64", "whenUnset": "inject"},
@@ -90,6 +111,7 @@ COMMENTS: dict[str, str] = {
     "nodeAgentImages": "image prefixes of GPU node agents: voided non-exempt agents get a warning",
     "gpuNodeLabels": "node labels that mark GPU nodes, besides acceleratorNodeSelector.labelKey",
     "gpuRuntimeClasses": "runtime classes that give a pod every GPU (the GPU operator's management classes)",
+    "gpuInstanceTypes": "prefixes of node.kubernetes.io/instance-type values of GPU machines (nodeSelector)",
     "webhookNamespace": "the webhook's own namespace, always exempt; default: $POD_NAMESPACE",
     "clusterVersion": 'auto (read /version at start-up) | unknown | "1.27" | "v1.19.10-r0-CCE21.11.1.B006"',
     "ldLibraryPath.enabled": "below v1.28: GPU containers find the driver on LD_LIBRARY_PATH",
@@ -345,6 +367,7 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
         if not _LABEL_KEY.match(label):
             problems.append(f"gpuNodeLabels[{i}]: {label!r} is not a valid label key")
     runtime_classes = _strings(problems, "gpuRuntimeClasses", c["gpuRuntimeClasses"])
+    instance_types = _strings(problems, "gpuInstanceTypes", c["gpuInstanceTypes"])
 
     exempt: set[str] = set()
     if _expect(problems, "exemptNamespaces", c["exemptNamespaces"], list, "a list of namespace names"):
@@ -430,6 +453,7 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
         node_agent_images=tuple(agent_images),
         gpu_node_labels=tuple(node_labels),
         gpu_runtime_classes=frozenset(runtime_classes),
+        gpu_instance_types=tuple(instance_types),
         cluster_version=version,
         ld_library_path_enabled=ld["enabled"],
         ld_library_path=ld["path"],

@@ -60,3 +60,20 @@ def test_update_judges_only_what_changed() -> None:
     assert judge(same, POLICY, old).allowed
     worse = pod(container("a", gpu="1.5", privileged=True))
     assert [x.rule for x in judge(worse, POLICY, old).of(Mode.DENY)] == ["no-privileged-gpu"]
+
+
+def test_unpoliced_gpu_requests_finds_containers_anywhere_and_vllm_runtime_counts() -> None:
+    from webhook.policy.engine import unpoliced_gpu_requests
+
+    vllm = {
+        "apiVersion": "production-stack.vllm.ai/v1alpha1",
+        "kind": "VLLMRuntime",
+        "spec": {"deploymentConfig": {"replicas": 1, "resources": {"cpu": "8", "memory": "64Gi", "gpu": "1"}}},
+    }
+    assert unpoliced_gpu_requests(vllm, POLICY) == ["spec.deploymentConfig"]
+    mig = {"spec": {"a": [{"b": {"resources": {"requests": {"nvidia.com/mig-1g.5gb": 1}}}}]}}
+    assert unpoliced_gpu_requests(mig, POLICY) == ["spec.a[0].b"]
+    cpu = {"spec": {"resources": {"limits": {"cpu": 1}}, "deploymentConfig": {"resources": {"gpu": "0"}}}}
+    assert unpoliced_gpu_requests(cpu, POLICY) == []
+    many = {"items": [{"resources": {"limits": {"nvidia.com/gpu": 1}}} for _ in range(20)]}
+    assert len(unpoliced_gpu_requests(many, POLICY)) == 5  # bounded

@@ -116,3 +116,13 @@ def test_pods_pinned_by_vendor_gpu_node_labels_are_gpu_pods() -> None:
     assert (
         run(pod(container("debug", privileged=True), nodeSelector={"disktype": "ssd"}), rule="no-privileged-gpu") == []
     )
+
+
+def test_pods_pinned_to_gpu_instance_types_are_gpu_pods() -> None:
+    from tests.helpers import container, pod, run
+
+    for machine in ("p4d.24xlarge", "g5.xlarge", "a2-highgpu-1g", "Standard_NC24ads_A100_v4"):
+        p = pod(container("debug", privileged=True), nodeSelector={"node.kubernetes.io/instance-type": machine})
+        assert [v.rule for v in run(p, rule="no-privileged-gpu")] == ["no-privileged-gpu"], machine
+    p = pod(container("debug", privileged=True), nodeSelector={"node.kubernetes.io/instance-type": "m5.xlarge"})
+    assert run(p, rule="no-privileged-gpu") == []

@@ -94,7 +94,8 @@ _MAX_NODES: Final = 200_000  # an admission body is at most a few MiB: a bound, 
 def unpoliced_gpu_requests(obj: Any, policy: Policy, limit: int = 5) -> list[str]:
     """Field paths of container-like objects holding GPU-model resources anywhere in `obj`: for a
     kind the policy does not know, so a GPU workload is never a silent skip. An object counts
-    when its `resources` (or `resourcesPerNode`) has limits or requests naming a GPU resource."""
+    when its `resources` (or `resourcesPerNode`) has limits or requests naming a GPU resource, or
+    a plain `gpu` count (the vLLM production stack's VLLMRuntime deploymentConfig)."""
     from .gpus import is_companion, is_device
 
     found: list[str] = []
@@ -106,6 +107,9 @@ def unpoliced_gpu_requests(obj: Any, policy: Policy, limit: int = 5) -> list[str
         if isinstance(node, dict):
             for field in ("resources", "resourcesPerNode"):
                 res = node.get(field)
+                if isinstance(res, dict) and res.get("gpu") not in (None, 0, "0", ""):
+                    found.append(path or "(the object)")
+                    break
                 if isinstance(res, dict) and any(
                     isinstance(side, dict)
                     and any(isinstance(k, str) and (is_device(k, policy) or is_companion(k, policy)) for k in side)

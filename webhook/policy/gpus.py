@@ -167,8 +167,19 @@ def gpu_pod(view: PodView, policy: Policy) -> bool:
         or any(source(c, view, policy) is not None for c in view.containers)
         or view.pinned_to(policy.accelerator_label)
         or any(view.pinned_to(label) for label in policy.gpu_node_labels)
+        or on_gpu_instance_type(view, policy)
         or kai_pod(view, policy) is not None
     )
+
+
+INSTANCE_TYPE: Final = "node.kubernetes.io/instance-type"
+
+
+def on_gpu_instance_type(view: PodView, policy: Policy) -> bool:
+    """nodeSelector pins a GPU machine family (p4d.24xlarge, a2-highgpu-1g, Standard_NC24ads_A100_v4).
+    Required node affinity on instance types is not read (only its keys are kept)."""
+    selected = view.node_selector.get(INSTANCE_TYPE) if view.node_selector else None
+    return isinstance(selected, str) and selected.startswith(policy.gpu_instance_types)
 
 
 def resource_hint(c: Container, view: PodView, policy: Policy) -> str:

@@ -77,6 +77,7 @@ class Policy:
     node_agent_images: tuple[str, ...]  # image prefixes of GPU node agents
     gpu_node_labels: tuple[str, ...]  # node labels of GPU nodes, besides accelerator_label
     gpu_runtime_classes: frozenset[str]  # runtime classes that give a pod every GPU
+    gpu_instance_types: tuple[str, ...]  # instance-type label value prefixes of GPU machines
     # (major, minor) of the cluster, or None when unknown: unknown skips version-gated mutations.
     cluster_version: tuple[int, int] | None
     ld_library_path_enabled: bool
@@ -154,6 +155,7 @@ GPU_POD = (
     Trigger(Where.ANNOTATION, "gpu-fraction"),
     Trigger(Where.ANNOTATION, "gpu-memory"),
     Trigger(Where.NODE_LABEL, setting="gpuNodeLabels"),
+    Trigger(Where.NODE_LABEL, "node.kubernetes.io/instance-type"),
 )
 
 
