@@ -12,7 +12,7 @@ HOST    ?= 127.0.0.1
 PORT    ?= 8443
 CERTS   := certs/dev
 
-.PHONY: all venv certs run test lint generate pytest helm bench bench-tools clean
+.PHONY: all venv certs run test lint generate pytest helm bench bench-tools image image-tools image-test clean
 
 all: test
 
@@ -66,6 +66,32 @@ bench-tools:
 bench: venv bench-tools
 	$(PY) -m pip install --quiet -e '.[fast,dev,bench]' || echo "matplotlib unavailable: no plot"
 	$(PY) -m bench $(BENCH_ARGS)
+
+# ---------------------------------------------------------------- the container image
+IMAGE   ?= localhost/gpu-policy
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+TAG     ?= $(VERSION)
+REVISION := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+ENGINE  ?= $(shell command -v docker >/dev/null && docker info >/dev/null 2>&1 && echo docker || \
+                    (command -v podman >/dev/null && echo podman) || (command -v buildah >/dev/null && echo buildah))
+
+# Builds with whichever of docker, podman, buildah works here; BASE_IMAGE= picks another base.
+image:
+	@test -n "$(ENGINE)" || { echo "no docker, podman or buildah found"; exit 2; }
+	$(ENGINE) $(if $(filter buildah,$(ENGINE)),bud,build) -f Containerfile -t $(IMAGE):$(TAG) \
+		--build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) \
+		$(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE)) .
+	@echo "built $(IMAGE):$(TAG)"
+	@$(ENGINE) images $(IMAGE):$(TAG)
+
+image-tools:
+	@command -v buildah >/dev/null && command -v debootstrap >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq buildah debootstrap; }
+
+# On a machine that reaches no image registry: a base made from Debian packages, the image built
+# from prebuilt wheels, then run as the chart runs it (UID 65532, read-only root, its command line).
+image-test: venv helm image-tools
+	HELM=$(abspath $(HELM)) $(PY) tests/image/build_and_run.py --version $(VERSION) --revision $(REVISION)
 
 clean:
 	rm -rf $(VENV) $(TOOLS) $(CERTS) .pytest_cache .ruff_cache .mypy_cache

@@ -11,6 +11,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "gpu-policy"
+PUSHED = "registry.example.com/platform/gpu-policy"  # where a platform team pushed `make image`
 
 
 def helm_binary() -> str:
@@ -42,8 +43,10 @@ def render(
     tmp: Path,
     check: bool = True,
 ) -> list[dict[str, Any]] | subprocess.CompletedProcess[str]:
+    values = dict(values or {})
+    values.setdefault("image", {"repository": PUSHED})  # the default is a placeholder that fails
     values_file = tmp / f"values-{abs(hash(repr(values)))}.yaml"
-    values_file.write_text(yaml.safe_dump(values or {}))
+    values_file.write_text(yaml.safe_dump(values))
     result = helm(
         "template",
         release,

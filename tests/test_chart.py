@@ -13,7 +13,7 @@ import pytest
 import yaml
 from cryptography import x509
 
-from tests.chart import CHART, find, helm, render
+from tests.chart import CHART, PUSHED, find, helm, render
 from webhook import certs
 from webhook.config import DEFAULTS, from_mapping
 
@@ -44,10 +44,32 @@ def schema_version(kube_version: str) -> str:
 
 
 def test_helm_lint_is_clean(tmp_path: Path) -> None:
-    result = helm("lint", "--strict", str(CHART))
+    result = helm("lint", "--strict", str(CHART), "--set", f"image.repository={PUSHED}")
     assert "0 chart(s) failed" in result.stdout
     for ci in sorted((CHART / "ci").glob("*-values.yaml")):
         helm("lint", "--strict", str(CHART), "--values", str(ci))
+
+
+def test_placeholder_image_fails_with_what_to_do(tmp_path: Path) -> None:
+    result = render({"image": {}}, tmp=tmp_path, check=False)
+    assert result.returncode != 0
+    assert "image.repository is still the placeholder ghcr.io/gpu-policy/gpu-policy" in result.stderr
+    assert "make image" in result.stderr
+    docs = render({"image": {"allowPlaceholder": True}}, tmp=tmp_path)
+    image = find(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert image == f"ghcr.io/gpu-policy/gpu-policy:{chart_app_version()}"
+    digest = "sha256:" + "a" * 64
+    docs = render({"image": {"repository": PUSHED, "tag": "x", "digest": digest}}, tmp=tmp_path)
+    assert find(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"] == f"{PUSHED}@{digest}"
+
+
+def chart_app_version() -> str:
+    """The chart's appVersion, which `make generate` takes from pyproject.toml (the package version)."""
+    import tomllib
+
+    app = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    assert app == tomllib.loads((CHART.parent.parent / "pyproject.toml").read_text())["project"]["version"]
+    return str(app)
 
 
 @pytest.mark.parametrize("kube_version", KUBE_VERSIONS)
@@ -236,7 +258,15 @@ def test_provided_mode_requires_secret_and_ca(tmp_path: Path) -> None:
 
 def test_notes_warn_about_fail_open(tmp_path: Path) -> None:
     values = tmp_path / "v.yaml"
-    values.write_text(yaml.safe_dump({"webhook": {"validatingPods": {"failurePolicy": "Ignore"}}, "replicaCount": 1}))
+    values.write_text(
+        yaml.safe_dump(
+            {
+                "webhook": {"validatingPods": {"failurePolicy": "Ignore"}},
+                "replicaCount": 1,
+                "image": {"repository": PUSHED},
+            }
+        )
+    )
     out = helm("install", "gp", str(CHART), "--dry-run=client", "--namespace", "ml", "--values", str(values)).stdout
     assert "WARNING: webhook.validatingPods.failurePolicy is Ignore" in out
     assert "WARNING: replicaCount is 1" in out

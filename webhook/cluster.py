@@ -20,9 +20,9 @@ def detect_version(timeout: float = 5.0) -> tuple[int, int] | None:
         from kubernetes import client, config  # imported lazily: heavy, and only needed here
 
         try:
-            config.load_incluster_config()  # type: ignore[no-untyped-call]
+            config.load_incluster_config()  # type: ignore[no-untyped-call,unused-ignore]
         except config.ConfigException:
-            config.load_kube_config()  # type: ignore[no-untyped-call]
+            config.load_kube_config()  # type: ignore[no-untyped-call,unused-ignore]
         # Raw JSON, not the client's VersionInfo model: we need one field, and the model
         # rejects answers that omit any of the others (seen with minimal /version stand-ins).
         response: Any = client.VersionApi().get_code(_request_timeout=timeout, _preload_content=False)

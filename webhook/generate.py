@@ -38,6 +38,8 @@ TPL = ROOT / "charts" / "gpu-policy" / "templates" / "_generated.tpl"
 VALUES = ROOT / "charts" / "gpu-policy" / "values.yaml"
 SCHEMA = ROOT / "charts" / "gpu-policy" / "values.schema.json"
 README = ROOT / "README.md"
+CHART_YAML = ROOT / "charts" / "gpu-policy" / "Chart.yaml"
+PYPROJECT = ROOT / "pyproject.toml"
 
 # The chart sets these itself (webhookNamespace: the release namespace) or merges them
 # (exemptNamespaces: webhook.excludedNamespaces are added), so its defaults differ.
@@ -424,6 +426,22 @@ def _path_text(parts: tuple[str, ...]) -> str:
     return ".".join(parts).replace(".[*]", "[*]")
 
 
+# ---------------------------------------------------------------- Chart.yaml
+
+
+def chart_yaml_source(current: str) -> str:
+    """appVersion is the package version from pyproject.toml: the image tag the chart pulls by
+    default is the version `gpu-policy --version` prints."""
+    import re
+    import tomllib
+
+    version = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]["version"]
+    new, count = re.subn(r'(?m)^appVersion: .*$', f'appVersion: "{version}"', current)
+    if count != 1:
+        raise SystemExit(f"{CHART_YAML}: expected one appVersion line")
+    return new
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -434,6 +452,7 @@ def outputs() -> list[tuple[Path, Callable[[str], str]]]:
         (VALUES, values_source),
         (SCHEMA, schema_source),
         (README, readme_source),
+        (CHART_YAML, chart_yaml_source),
     ]
 
 

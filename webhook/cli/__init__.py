@@ -8,6 +8,7 @@ import logging
 import os
 import sys
 
+from .. import package_version
 from ..config import ConfigError
 from ..reports import EXIT_INPUT
 from . import certs, offline, serve
@@ -16,6 +17,7 @@ from . import certs, offline, serve
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gpu-policy", description="GPU admission policy for Kubernetes")
     p.add_argument("--log-level", default=os.environ.get("GPU_POLICY_LOG_LEVEL", "info"))
+    p.add_argument("--version", action="version", version=f"gpu-policy {package_version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("serve", help="run the HTTPS admission webhook")

@@ -130,3 +130,18 @@ the cluster (helm upgrade), its contents are returned; otherwise a new pair is m
 {{- $_ := set $policy "webhookNamespace" .Release.Namespace -}}
 {{- toYaml $policy -}}
 {{- end -}}
+
+{{/* The webhook image. The default repository is a placeholder no registry serves: fail with what to
+do rather than deploy pods that can never pull (unless a digest pins an image, or the placeholder is
+allowed for a preview). */}}
+{{- define "gpu-policy.image" -}}
+{{- $img := .Values.image -}}
+{{- if and (eq $img.repository "ghcr.io/gpu-policy/gpu-policy") (not $img.digest) (not $img.allowPlaceholder) -}}
+{{- fail "image.repository is still the placeholder ghcr.io/gpu-policy/gpu-policy, which no registry serves: build the image (make image), push it, then set image.repository (and image.tag) to where you pushed it, or image.digest; image.allowPlaceholder=true renders anyway" -}}
+{{- end -}}
+{{- if $img.digest -}}
+{{- printf "%s@%s" $img.repository $img.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $img.repository ($img.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+{{- end -}}
