@@ -552,29 +552,3 @@ def _custom_resources(value: Any, problems: list[str]) -> dict[tuple[str, str], 
                 containers=found.get("containers", ()),
             )
     return out
-    for i, item in enumerate(value):
-        where = f"customResources[{i}]"
-        if not isinstance(item, Mapping):
-            problems.append(f"{where}: must be a mapping with group, kind and templates")
-            continue
-        for key in item:
-            if key not in _CR_KEYS:
-                hint = difflib.get_close_matches(str(key), _CR_KEYS, n=1)
-                problems.append(f"{where}.{key}: unknown key" + (f" (did you mean {where}.{hint[0]}?)" if hint else ""))
-        group, kind, templates = item.get("group", ""), item.get("kind"), item.get("templates")
-        if not isinstance(group, str):
-            problems.append(f'{where}.group: must be a string ("" for the core group)')
-        if not isinstance(kind, str) or not kind:
-            problems.append(f"{where}.kind: is required")
-        if not isinstance(templates, list) or not templates:
-            problems.append(f"{where}.templates: must be a non-empty list of paths such as spec.tasks[*].template")
-            continue
-        paths = []
-        for j, text in enumerate(templates):
-            try:
-                paths.append(parse_path(text if isinstance(text, str) else ""))
-            except ValueError as exc:
-                problems.append(f"{where}.templates[{j}]: {exc}")
-        if isinstance(group, str) and isinstance(kind, str) and kind:
-            out[(group, kind)] = Templates(tuple(paths))
-    return out
