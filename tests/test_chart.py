@@ -317,3 +317,14 @@ def test_no_label_lets_a_pod_skip_isolation(opt_out_label: bool, tmp_path: Path)
     )
     (hook,) = find(docs, "MutatingWebhookConfiguration")["webhooks"]
     assert ("objectSelector" in hook) is opt_out_label
+
+
+def test_pods_roll_only_for_settings_a_running_server_cannot_reload(tmp_path: Path) -> None:
+    def checksum(values: dict[str, Any]) -> str:
+        docs = render(values, tmp=tmp_path)
+        annotations = find(docs, "Deployment")["spec"]["template"]["metadata"]["annotations"]
+        return str(annotations["checksum/server-config"])
+
+    shipped = checksum({})
+    assert checksum({"policy": {"rules": {"no-privileged-gpu": "warn"}, "isolateNonGpu": False}}) == shipped
+    assert checksum({"policy": {"server": {"drainSeconds": 10}}}) != shipped

@@ -89,7 +89,12 @@ DEFAULTS: dict[str, Any] = {
     "optOutAnnotation": "gpu-policy.io/mutate",
     "isolateNonGpu": True,
     "customResources": [],
-    "server": {"maxRequestBytes": 8 * 1024 * 1024, "certReloadSeconds": 10.0, "drainSeconds": 5.0},
+    "server": {
+        "maxRequestBytes": 8 * 1024 * 1024,
+        "certReloadSeconds": 10.0,
+        "configReloadSeconds": 5.0,
+        "drainSeconds": 5.0,
+    },
 }
 
 # One line per key for the generated YAML (README and values.yaml); keys of nested mappings
@@ -125,6 +130,7 @@ COMMENTS: dict[str, str] = {
     "containers: ['spec.steps[*].container']}]; podSpecs: inline pod specs",
     "server.maxRequestBytes": "admission bodies reach several MiB; larger bodies get HTTP 413",
     "server.certReloadSeconds": "how often tls.crt/tls.key are checked for a new pair",
+    "server.configReloadSeconds": "how often this file is checked for changes (SIGHUP: at once); 0: never",
     "server.drainSeconds": "after SIGTERM: not-ready but still serving this long (Ctrl-C: no wait)",
 }
 
@@ -160,6 +166,7 @@ class Settings:
     cluster_version_auto: bool
     max_request_bytes: int
     cert_reload_seconds: float
+    config_reload_seconds: float  # 0: only on SIGHUP
     # After SIGTERM: report not-ready but keep serving this long, so the API server stops
     # sending reviews here before the listener closes (endpoint changes take a moment).
     drain_seconds: float
@@ -279,13 +286,16 @@ def load(path: str | os.PathLike[str] | None, environ: Mapping[str, str] | None 
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError([f"cannot read file: {exc.strerror or exc}"], source) from exc
+    return from_text(text, environ=environ, source=source)
+
+
+def from_text(text: str, *, environ: Mapping[str, str] | None = None, source: str = "config") -> Settings:
+    """Validate a config file's text (start-up and live reload take the same path)."""
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError([f"not valid YAML: {exc}"], source) from exc
-    if data is None:
-        data = {}
-    return from_mapping(data, environ=environ, source=source)
+    return from_mapping({} if data is None else data, environ=environ, source=source)
 
 
 def from_mapping(data: Any, *, environ: Mapping[str, str] | None = None, source: str = "config") -> Settings:
@@ -430,6 +440,11 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
         0 < reload_s <= 3600
     ):
         problems.append("server.certReloadSeconds: must be between 0 and 3600")
+    config_s = server["configReloadSeconds"]
+    if _expect(problems, "server.configReloadSeconds", config_s, (int, float), "a number of seconds") and not (
+        0 <= config_s <= 3600
+    ):
+        problems.append("server.configReloadSeconds: must be between 0 and 3600")
     drain = server["drainSeconds"]
     if _expect(problems, "server.drainSeconds", drain, (int, float), "a number of seconds") and not 0 <= drain <= 300:
         problems.append("server.drainSeconds: must be between 0 and 300")
@@ -469,6 +484,7 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
         cluster_version_auto=auto,
         max_request_bytes=max_bytes,
         cert_reload_seconds=float(reload_s),
+        config_reload_seconds=float(config_s),
         drain_seconds=float(drain),
     )
 

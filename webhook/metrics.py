@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
@@ -26,6 +26,8 @@ class Metrics(Collector):
         # Per webhook: a count per bucket (non-cumulative, +Inf last) and the sum of seconds.
         self.latency: dict[str, list[float]] = {}
         self.cert_reloads = 0
+        self.config_reloads: defaultdict[str, int] = defaultdict(int)
+        self.config_generation = 0
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
 
@@ -41,6 +43,9 @@ class Metrics(Collector):
 
     def count_reload(self) -> None:
         self.cert_reloads += 1
+
+    def count_config(self, result: str) -> None:
+        self.config_reloads[result] += 1
 
     def collect(self) -> Iterator[Metric]:
         reviews = CounterMetricFamily(
@@ -72,6 +77,19 @@ class Metrics(Collector):
         reloads = CounterMetricFamily("gpu_policy_certificate_reloads", "Serving certificates loaded after start-up.")
         reloads.add_metric([], self.cert_reloads)
         yield reloads
+        config = CounterMetricFamily(
+            "gpu_policy_config_reloads",
+            "Changed config files seen after start-up, by result (ok: now active; error: rejected).",
+            labels=["result"],
+        )
+        for result in ("ok", "error"):
+            config.add_metric([result], self.config_reloads[result])
+        yield config
+        generation = GaugeMetricFamily(
+            "gpu_policy_config_generation", "The active policy's generation: 1 at start-up, +1 per reload."
+        )
+        generation.add_metric([], self.config_generation)
+        yield generation
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -19,8 +19,9 @@ from . import admission, review
 from .config import Settings
 from .metrics import Metrics
 from .policy import Policy
+from .reload import Active, ConfigReloader, activate
 from .review import ReviewError
-from .screen import Screen, watched_in
+from .screen import watched_in
 from .tls import CertReloader
 
 log = logging.getLogger("gpu-policy.server")
@@ -29,6 +30,19 @@ SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", Metrics)
 RELOADER = web.AppKey("reloader", CertReloader)
 READY = web.AppKey("ready", dict)
+CONFIG_RELOADER = web.AppKey("config_reloader", ConfigReloader)
+
+
+class Cell:
+    """The active policy: one attribute, replaced whole by a reload, read once per request."""
+
+    __slots__ = ("active",)
+
+    def __init__(self, active: Active) -> None:
+        self.active = active
+
+
+CELL = web.AppKey("cell", Cell)
 
 Decide = Callable[[review.Request, Policy, frozenset[str]], admission.Outcome]
 
@@ -37,9 +51,9 @@ def _error(status: int, message: str) -> web.Response:
     return web.Response(status=status, body=review.dumps({"error": message}), content_type="application/json")
 
 
-def _handler(
-    name: str, decide: Decide, may_matter: Callable[[bytes], bool], policy: Policy
-) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+def _handler(name: str, decide: Decide, cell: Cell) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    validating = name == "validate"
+
     async def handle(request: web.Request) -> web.StreamResponse:
         if request.content_type != "application/json":
             return _error(415, f"Content-Type must be application/json, got {request.content_type!r}")
@@ -59,10 +73,13 @@ def _handler(
         except ReviewError as exc:
             return _error(exc.status, str(exc))
         app = request.app
+        active = cell.active  # read once: a reload swaps it between requests, never within one
+        screen = active.screen
+        may_matter = screen.may_validate(body) if validating else screen.may_mutate(body)
         try:
             # A substring screen of the raw body: most non-GPU pods cannot concern any enabled
             # rule, and are answered without being walked (see webhook.screen).
-            outcome = decide(req, policy, watched_in(body)) if may_matter(body) else admission.SCREENED
+            outcome = decide(req, active.policy, watched_in(body)) if may_matter else admission.SCREENED
             payload = review.dumps(review.respond(req, outcome))
         except Exception as exc:  # a bug must cost one request, never the server or an accidental allow
             log.exception("internal error on %s uid=%s", name, req.uid)
@@ -94,19 +111,30 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(body=m.render(), headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
 
-def create_app(settings: Settings, reloader: CertReloader | None = None) -> web.Application:
-    """The application; `reloader` (owning the TLS context) is polled while the app runs."""
+def create_app(
+    settings: Settings, reloader: CertReloader | None = None, config_path: str | None = None, digest: str = ""
+) -> web.Application:
+    """The application; `reloader` (owning the TLS context) and the config file at `config_path`
+    (whose bytes hash to `digest`) are watched while the app runs."""
     app = web.Application(client_max_size=settings.max_request_bytes)
     app[SETTINGS] = settings
-    app[METRICS] = Metrics()
+    counters = app[METRICS] = Metrics()
     app[READY] = {"ready": False}
     if reloader is not None:
         app[RELOADER] = reloader
-        reloader.on_reload = app[METRICS].count_reload
-    screen = Screen.for_policy(settings.policy)
-    # The policy and its screen are resolved once here, never per request.
-    app.router.add_post("/validate", _handler("validate", admission.validate, screen.may_validate, settings.policy))
-    app.router.add_post("/mutate", _handler("mutate", admission.mutate, screen.may_mutate, settings.policy))
+        reloader.on_reload = counters.count_reload
+    # The policy and its screen are resolved once per (re)load, never per request.
+    cell = app[CELL] = Cell(activate(settings, 1, digest))
+    counters.config_generation = 1
+    if config_path is not None:
+
+        def put(active: Active) -> None:
+            cell.active = active
+            counters.config_generation = active.generation
+
+        app[CONFIG_RELOADER] = ConfigReloader(config_path, settings, lambda: cell.active, put, counters.count_config)
+    app.router.add_post("/validate", _handler("validate", admission.validate, cell))
+    app.router.add_post("/mutate", _handler("mutate", admission.mutate, cell))
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
@@ -115,14 +143,17 @@ def create_app(settings: Settings, reloader: CertReloader | None = None) -> web.
 
 
 async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
-    task = None
+    tasks = []
     reloader = app.get(RELOADER)
     if reloader is not None:
-        task = asyncio.create_task(reloader.run())
+        tasks.append(asyncio.create_task(reloader.run()))
+    config_reloader = app.get(CONFIG_RELOADER)
+    if config_reloader is not None:
+        tasks.append(asyncio.create_task(config_reloader.run()))
     app[READY]["ready"] = True
     yield
     app[READY]["ready"] = False
-    if task is not None:
+    for task in tasks:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("gpu-policy")
 
 
-def _serve_one(settings: Settings, args: argparse.Namespace, reuse_port: bool) -> None:
+def _serve_one(settings: Settings, args: argparse.Namespace, reuse_port: bool, digest: str) -> None:
     from ..tls import CertReloader
 
     reloader = CertReloader(args.cert_dir, settings.cert_reload_seconds)
@@ -31,16 +31,20 @@ def _serve_one(settings: Settings, args: argparse.Namespace, reuse_port: bool) -
         uvloop.install()
     except ImportError:
         pass
-    asyncio.run(_serve(settings, reloader, args.host, args.port, reuse_port))
+    asyncio.run(_serve(settings, reloader, args, reuse_port, digest))
 
 
-async def _serve(settings: Settings, reloader: CertReloader, host: str, port: int, reuse_port: bool) -> None:
-    """Serve until SIGTERM or SIGINT; on SIGTERM drain first (see Settings.drain_seconds)."""
+async def _serve(
+    settings: Settings, reloader: CertReloader, args: argparse.Namespace, reuse_port: bool, digest: str
+) -> None:
+    """Serve until SIGTERM or SIGINT; on SIGTERM drain first (see Settings.drain_seconds).
+    SIGHUP reloads the config file at once (it is also watched; see webhook.reload)."""
     from aiohttp import web
 
-    from ..server import create_app, set_ready
+    from ..server import CONFIG_RELOADER, create_app, set_ready
 
-    app = create_app(settings, reloader)
+    host, port = args.host, args.port
+    app = create_app(settings, reloader, args.config, digest)
     # access_log=None: the API server calls for every pod, so no per-request log lines.
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=15.0)
     await runner.setup()
@@ -55,6 +59,9 @@ async def _serve(settings: Settings, reloader: CertReloader, host: str, port: in
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
+    config_reloader = app.get(CONFIG_RELOADER)
+    if config_reloader is not None:
+        loop.add_signal_handler(signal.SIGHUP, config_reloader.wake.set)
     try:
         if await received == signal.SIGTERM and settings.drain_seconds > 0:
             # Kubernetes removes a terminating pod from the Service while it is told to stop;
@@ -68,6 +75,12 @@ async def _serve(settings: Settings, reloader: CertReloader, host: str, port: in
 
 def command(args: argparse.Namespace) -> int:
     settings = from_args(args)
+    digest = ""
+    if args.config:
+        from ..reload import digest_of
+
+        with open(args.config, "rb") as f:  # the file from_args just validated
+            digest = digest_of(f.read())
     if settings.cluster_version_auto:
         from ..cluster import detect_version
 
@@ -92,15 +105,15 @@ def command(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     if args.workers == 1:
         try:
-            _serve_one(settings, args, reuse_port=False)
+            _serve_one(settings, args, reuse_port=False, digest=digest)
         except OSError as exc:  # the port is taken, or the host cannot be bound
             print(f"gpu-policy: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
             return EXIT_INPUT
         return EXIT_OK
-    return _prefork(settings, args)
+    return _prefork(settings, args, digest)
 
 
-def _prefork(settings: Settings, args: argparse.Namespace) -> int:
+def _prefork(settings: Settings, args: argparse.Namespace, digest: str) -> int:
     """N processes sharing the port through SO_REUSEPORT; the kernel spreads connections."""
     children: list[int] = []
     for _ in range(args.workers):
@@ -108,7 +121,7 @@ def _prefork(settings: Settings, args: argparse.Namespace) -> int:
         if pid == 0:
             code = 0
             try:
-                _serve_one(settings, args, reuse_port=True)
+                _serve_one(settings, args, reuse_port=True, digest=digest)
             except BaseException:
                 log.exception("worker failed")
                 code = 1
@@ -123,6 +136,7 @@ def _prefork(settings: Settings, args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGHUP, forward)  # every worker reloads its config
     status = EXIT_OK
     remaining = set(children)
     while remaining:

@@ -1,0 +1,109 @@
+"""Live policy reload: the config file is watched and swapped in between requests.
+
+The chart mounts the policy from a ConfigMap, which the kubelet updates by swapping a `..data`
+symlink; reading the file through its path follows the swap. The file is read every
+`server.configReloadSeconds` (a few hundred bytes: cheaper than tracking inodes through
+symlinks) and at once on SIGHUP. A changed file is validated in full, exactly like at start-up;
+only a valid policy replaces the active one, in a single assignment that requests pick up on
+their next read. A bad file is logged with every key that is wrong, counted, and the old policy
+keeps serving. The `server.*` settings (body limit, reload periods, drain) belong to the running
+process: changing them is reported as needing a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import ConfigError, Settings, from_text
+from .policy import Policy
+from .screen import Screen
+
+log = logging.getLogger("gpu-policy.reload")
+
+
+@dataclass(frozen=True, slots=True)
+class Active:
+    """What requests are judged by: a policy and its screen, swapped as one value."""
+
+    policy: Policy
+    screen: Screen
+    generation: int  # 1 at start-up, +1 per successful reload
+    digest: str  # sha256 of the config file's bytes ("" for built-in defaults)
+
+
+def activate(settings: Settings, generation: int = 1, digest: str = "") -> Active:
+    return Active(settings.policy, Screen.for_policy(settings.policy), generation, digest)
+
+
+def digest_of(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class ConfigReloader:
+    """Watches `path` and swaps `cell.active` when it holds a new, valid policy."""
+
+    def __init__(
+        self,
+        path: str,
+        settings: Settings,
+        get: Callable[[], Active],
+        put: Callable[[Active], None],
+        count: Callable[[str], None],
+    ) -> None:
+        self.path = path
+        self.settings = settings  # what is running: server.* and the detected cluster version
+        self.get = get
+        self.put = put
+        self.count = count  # result -> metrics ("ok", "error", "unchanged" is not counted)
+        self.wake = asyncio.Event()
+        self.rejected = ""  # digest of the last file refused: not re-logged every period
+
+    def check(self) -> bool:
+        """Reload if the file changed; True when a new policy became active."""
+        try:
+            data = Path(self.path).read_bytes()
+        except OSError as exc:
+            log.error("config reload: cannot read %s: %s; the current policy stays", self.path, exc)
+            self.count("error")
+            return False
+        digest = digest_of(data)
+        active = self.get()
+        if digest in (active.digest, self.rejected):
+            return False
+        try:
+            loaded = from_text(data.decode("utf-8", errors="replace"), source=self.path)
+        except ConfigError as exc:
+            log.error("config reload rejected, the current policy stays:\n%s", exc)
+            self.count("error")
+            self.rejected = digest  # tried again only once the file changes
+            return False
+        if loaded.cluster_version_auto:
+            loaded = loaded.with_cluster_version(self.settings.policy.cluster_version)
+        if _server(loaded) != _server(self.settings):
+            log.warning("config reload: server.* settings changed; they apply after a restart")
+        self.put(activate(loaded, active.generation + 1, digest))
+        self.count("ok")
+        log.info("config reloaded: generation %d, sha256 %s", active.generation + 1, digest[:12])
+        return True
+
+    async def run(self) -> None:
+        period = self.settings.config_reload_seconds
+        while True:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), timeout=period if period > 0 else None)
+            self.wake.clear()
+            try:
+                self.check()
+            except Exception:  # a reload bug must never take the server down
+                log.exception("config reload failed; the current policy stays")
+                self.count("error")
+
+
+def _server(s: Settings) -> tuple[int, float, float, float]:
+    return (s.max_request_bytes, s.cert_reload_seconds, s.config_reload_seconds, s.drain_seconds)
