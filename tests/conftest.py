@@ -30,8 +30,9 @@ def start_server(cert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> It
         *args: str,
         certs_from: Path | None = None,
         service: tuple[str, str] = ("gpu-policy", "gpu-policy"),
+        env: dict[str, str] | None = None,
     ) -> Server:
-        server = Server(certs_from or cert_dir, config, tmp, list(args), service)
+        server = Server(certs_from or cert_dir, config, tmp, list(args), service, env)
         started.append(server)
         return server
 

@@ -210,7 +210,13 @@ class Server:
     """A `gpu-policy serve` process on a free loopback port."""
 
     def __init__(
-        self, cert_dir: Path, config: dict[str, Any] | None, tmp: Path, args: list[str], service: tuple[str, str]
+        self,
+        cert_dir: Path,
+        config: dict[str, Any] | None,
+        tmp: Path,
+        args: list[str],
+        service: tuple[str, str],
+        env: dict[str, str] | None = None,
     ) -> None:
         self.cert_dir = cert_dir
         self.service = service
@@ -234,8 +240,8 @@ class Server:
             cmd += ["--config", str(path)]
         self.log = tmp / f"server-{self.port}.log"
         self._log = self.log.open("wb")
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+        environ = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, cwd=ROOT, env=environ)
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 20.0) -> None:

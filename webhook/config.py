@@ -11,7 +11,7 @@ import difflib
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -170,6 +170,8 @@ class Settings:
     # After SIGTERM: report not-ready but keep serving this long, so the API server stops
     # sending reviews here before the listener closes (endpoint changes take a moment).
     drain_seconds: float
+    # Every key with its value after defaults: what start-up logs (the config holds no secrets).
+    effective: Mapping[str, Any] = field(default_factory=dict)
 
     def with_cluster_version(self, version: tuple[int, int] | None) -> Settings:
         return replace(self, policy=replace(self.policy, cluster_version=version), cluster_version_auto=False)
@@ -486,6 +488,7 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
         cert_reload_seconds=float(reload_s),
         config_reload_seconds=float(config_s),
         drain_seconds=float(drain),
+        effective=c,
     )
 
 

@@ -60,6 +60,7 @@ class Request:
     object: Any
     old_object: Any
     user: str = ""  # request.userInfo.username (exemptUsernames)
+    dry_run: bool = False
 
 
 def _field(request: Mapping[str, Any], key: str, kind: type, *, required: bool = False) -> Any:
@@ -110,6 +111,7 @@ def parse(body: Any) -> Request:
         object=obj,
         old_object=request.get("oldObject"),
         user=_username(request.get("userInfo")),
+        dry_run=request.get("dryRun") is True,
     )
 
 

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from . import admission, review
+from . import admission, logs, review
 from .config import Settings
 from .metrics import Metrics
 from .policy import Policy
@@ -25,6 +25,32 @@ from .screen import watched_in
 from .tls import CertReloader
 
 log = logging.getLogger("gpu-policy.server")
+# One line per review that changed something or said something (denied, patched, warned) at info,
+# every other review at debug; never the object itself (it may hold secrets in env values).
+_NOTEWORTHY = frozenset({admission.Decision.DENIED, admission.Decision.PATCHED, admission.Decision.MALFORMED})
+
+
+def _log_review(level: int, webhook: str, req: review.Request, outcome: admission.Outcome, seconds: float) -> None:
+    found = outcome.counted()
+    logs.review(
+        level,
+        f"{webhook} {req.operation} {req.kind} {req.namespace}/{req.name}: {outcome.decision.value}",
+        {
+            "uid": req.uid,
+            "webhook": webhook,
+            "decision": outcome.decision.value,
+            "kind": req.kind,
+            "namespace": req.namespace,
+            "objectName": req.name,
+            "operation": req.operation,
+            "user": req.user,
+            "dryRun": req.dry_run,
+            "rules": sorted({rule for rule, _mode in found}),
+            "modes": sorted({mode for _rule, mode in found}),
+            "patched": len(outcome.ops),
+            "latencyMs": round(seconds * 1000, 3),
+        },
+    )
 
 SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", Metrics)
@@ -86,7 +112,12 @@ def _handler(name: str, decide: Decide, cell: Cell) -> Callable[[web.Request], A
             payload = review.dumps(review.errored(req.api_version, req.uid, f"gpu-policy internal error: {exc}"))
             app[METRICS].observe(name, "error", time.perf_counter() - started, [])
         else:
-            app[METRICS].observe(name, outcome.decision, time.perf_counter() - started, outcome.counted())
+            seconds = time.perf_counter() - started
+            app[METRICS].observe(name, outcome.decision, seconds, outcome.counted())
+            if outcome.decision in _NOTEWORTHY or outcome.warnings:
+                _log_review(logging.INFO, name, req, outcome, seconds)
+            elif logs.REVIEW.isEnabledFor(logging.DEBUG):
+                _log_review(logging.DEBUG, name, req, outcome, seconds)
         return web.Response(body=payload, content_type="application/json")
 
     return handle

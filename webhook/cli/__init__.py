@@ -4,11 +4,10 @@ serve (runner, drain, workers), offline (check and mutate), certs."""
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 
-from .. import package_version
+from .. import logs, package_version
 from ..config import ConfigError
 from ..reports import EXIT_INPUT
 from . import certs, offline, serve
@@ -17,6 +16,12 @@ from . import certs, offline, serve
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gpu-policy", description="GPU admission policy for Kubernetes")
     p.add_argument("--log-level", default=os.environ.get("GPU_POLICY_LOG_LEVEL", "info"))
+    p.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default=os.environ.get("GPU_POLICY_LOG_FORMAT", "text"),
+        help="text for people; json (one object per line) for log pipelines, the chart's default",
+    )
     p.add_argument("--version", action="version", version=f"gpu-policy {package_version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -76,7 +81,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    logging.basicConfig(level=str(args.log_level).upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.setup(str(args.log_level), args.log_format)
     try:
         return int(args.func(args))
     except ConfigError as exc:

@@ -92,6 +92,11 @@ def command(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"gpu-policy: cannot load {args.cert_dir}/tls.crt and tls.key: {exc}", file=sys.stderr)
         return EXIT_INPUT
+    log.info(
+        "effective config (sha256 %s)",
+        digest[:12] or "built-in defaults",
+        extra={"config": settings.effective, "configSha256": digest, "configFile": args.config or ""},
+    )
     version = settings.policy.cluster_version
     log.info(
         "serving https://%s:%d with %d worker(s); cluster version %s",
