@@ -221,6 +221,7 @@ class Server:
         self.cert_dir = cert_dir
         self.service = service
         self.port = free_port()
+        self.metrics_port = free_port()
         cmd = [
             sys.executable,
             "-m",
@@ -232,6 +233,8 @@ class Server:
             "127.0.0.1",
             "--port",
             str(self.port),
+            "--metrics-port",
+            str(self.metrics_port),
             *args,
         ]
         if config is not None:

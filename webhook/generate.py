@@ -436,7 +436,7 @@ def chart_yaml_source(current: str) -> str:
     import tomllib
 
     version = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]["version"]
-    new, count = re.subn(r'(?m)^appVersion: .*$', f'appVersion: "{version}"', current)
+    new, count = re.subn(r"(?m)^appVersion: .*$", f'appVersion: "{version}"', current)
     if count != 1:
         raise SystemExit(f"{CHART_YAML}: expected one appVersion line")
     return new

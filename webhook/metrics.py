@@ -8,18 +8,25 @@ them into the standard exposition format when /metrics is scraped.
 
 from __future__ import annotations
 
+import platform
 from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from . import package_version
+
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
 
 class Metrics(Collector):
+    """One process's counters. With --workers N each worker writes `snapshot()` to a shared folder
+    every second and the metrics port sums them (`merged`), so one scrape sees the whole pod."""
+
     def __init__(self) -> None:
         self.reviews: defaultdict[tuple[str, str], int] = defaultdict(int)
         self.violations: defaultdict[tuple[str, str], int] = defaultdict(int)
@@ -28,8 +35,47 @@ class Metrics(Collector):
         self.cert_reloads = 0
         self.config_reloads: defaultdict[str, int] = defaultdict(int)
         self.config_generation = 0
+        self.in_flight = 0
+        self.cert_not_after: Callable[[], float] = lambda: 0.0
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything this process counted, as JSON-able data."""
+        return {
+            "reviews": [[*k, n] for k, n in self.reviews.items()],
+            "violations": [[*k, n] for k, n in self.violations.items()],
+            "latency": self.latency,
+            "cert_reloads": self.cert_reloads,
+            "config_reloads": dict(self.config_reloads),
+            "config_generation": self.config_generation,
+            "in_flight": self.in_flight,
+            "cert_not_after": self.cert_not_after(),
+        }
+
+    @classmethod
+    def merged(cls, snapshots: list[dict[str, Any]]) -> Metrics:
+        """The sum of several processes' snapshots (generation: the lowest, so a worker that has
+        not reloaded yet shows; notAfter: the earliest)."""
+        out = cls()
+        for snap in snapshots:
+            for webhook, decision, n in snap["reviews"]:
+                out.reviews[(webhook, decision)] += n
+            for rule, mode, n in snap["violations"]:
+                out.violations[(rule, mode)] += n
+            for webhook, hist in snap["latency"].items():
+                mine = out.latency.setdefault(webhook, [0.0] * len(hist))
+                for i, value in enumerate(hist):
+                    mine[i] += value
+            out.cert_reloads += snap["cert_reloads"]
+            for result, n in snap["config_reloads"].items():
+                out.config_reloads[result] += n
+            out.in_flight += snap["in_flight"]
+        if snapshots:
+            out.config_generation = min(s["config_generation"] for s in snapshots)
+            earliest = min(s["cert_not_after"] for s in snapshots)
+            out.cert_not_after = lambda: earliest
+        return out
 
     def observe(self, webhook: str, decision: str, seconds: float, violations: list[tuple[str, str]]) -> None:
         self.reviews[(webhook, decision)] += 1
@@ -90,6 +136,20 @@ class Metrics(Collector):
         )
         generation.add_metric([], self.config_generation)
         yield generation
+        in_flight = GaugeMetricFamily("gpu_policy_in_flight_reviews", "Reviews being judged right now.")
+        in_flight.add_metric([], self.in_flight)
+        yield in_flight
+        expiry = GaugeMetricFamily(
+            "gpu_policy_certificate_not_after_seconds",
+            "notAfter of the serving certificate, as a Unix time (alert well before it passes).",
+        )
+        expiry.add_metric([], self.cert_not_after())
+        yield expiry
+        info = GaugeMetricFamily(
+            "gpu_policy_build_info", "Always 1: the version running.", labels=["version", "python"]
+        )
+        info.add_metric([package_version(), platform.python_version()], 1)
+        yield info
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

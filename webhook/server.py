@@ -52,6 +52,7 @@ def _log_review(level: int, webhook: str, req: review.Request, outcome: admissio
         },
     )
 
+
 SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", Metrics)
 RELOADER = web.AppKey("reloader", CertReloader)
@@ -99,6 +100,7 @@ def _handler(name: str, decide: Decide, cell: Cell) -> Callable[[web.Request], A
         except ReviewError as exc:
             return _error(exc.status, str(exc))
         app = request.app
+        counters = app[METRICS]
         active = cell.active  # read once: a reload swaps it between requests, never within one
         screen = active.screen
         may_matter = screen.may_validate(body) if validating else screen.may_mutate(body)
@@ -110,17 +112,26 @@ def _handler(name: str, decide: Decide, cell: Cell) -> Callable[[web.Request], A
         except Exception as exc:  # a bug must cost one request, never the server or an accidental allow
             log.exception("internal error on %s uid=%s", name, req.uid)
             payload = review.dumps(review.errored(req.api_version, req.uid, f"gpu-policy internal error: {exc}"))
-            app[METRICS].observe(name, "error", time.perf_counter() - started, [])
+            counters.observe(name, "error", time.perf_counter() - started, [])
         else:
             seconds = time.perf_counter() - started
-            app[METRICS].observe(name, outcome.decision, seconds, outcome.counted())
+            counters.observe(name, outcome.decision, seconds, outcome.counted())
             if outcome.decision in _NOTEWORTHY or outcome.warnings:
                 _log_review(logging.INFO, name, req, outcome, seconds)
             elif logs.REVIEW.isEnabledFor(logging.DEBUG):
                 _log_review(logging.DEBUG, name, req, outcome, seconds)
         return web.Response(body=payload, content_type="application/json")
 
-    return handle
+    async def counted(request: web.Request) -> web.StreamResponse:
+        # From the first byte to the answer: the body read is the one await on the way.
+        counters = request.app[METRICS]
+        counters.in_flight += 1
+        try:
+            return await handle(request)
+        finally:
+            counters.in_flight -= 1
+
+    return counted
 
 
 def set_ready(app: web.Application, ready: bool) -> None:
@@ -137,9 +148,23 @@ async def readyz(request: web.Request) -> web.Response:
     return web.Response(status=503, text="not ready")
 
 
+EXPOSITION = "text/plain; version=0.0.4; charset=utf-8"
+
+
 async def metrics(request: web.Request) -> web.Response:
     m = request.app[METRICS]
-    return web.Response(body=m.render(), headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+    return web.Response(body=m.render(), headers={"Content-Type": EXPOSITION})
+
+
+def metrics_app(render: Callable[[], bytes]) -> web.Application:
+    """The plain-HTTP metrics port: Prometheus scrapes it without TLS or our CA."""
+
+    async def handle(_request: web.Request) -> web.Response:
+        return web.Response(body=render(), headers={"Content-Type": EXPOSITION})
+
+    app = web.Application()
+    app.router.add_get("/metrics", handle)
+    return app
 
 
 def create_app(
@@ -154,6 +179,7 @@ def create_app(
     if reloader is not None:
         app[RELOADER] = reloader
         reloader.on_reload = counters.count_reload
+        counters.cert_not_after = lambda: reloader.not_after
     # The policy and its screen are resolved once per (re)load, never per request.
     cell = app[CELL] = Cell(activate(settings, 1, digest))
     counters.config_generation = 1

@@ -27,6 +27,16 @@ def new_context(cert: str | Path, key: str | Path) -> ssl.SSLContext:
     return ctx
 
 
+def not_after(cert: Path) -> float:
+    """The serving certificate's notAfter as a Unix timestamp (0.0 when it cannot be read)."""
+    try:
+        from cryptography import x509
+
+        return x509.load_pem_x509_certificate(cert.read_bytes()).not_valid_after_utc.timestamp()
+    except (OSError, ValueError):
+        return 0.0
+
+
 class CertReloader:
     """Owns the listening SSLContext and swaps in new certificates for new handshakes."""
 
@@ -38,6 +48,7 @@ class CertReloader:
         self.context = new_context(self.cert, self.key)  # fails fast at start-up
         self.context.sni_callback = self._pick
         self.current = self.context
+        self.not_after = not_after(self.cert)
         self.on_reload: Callable[[], None] | None = None
 
     def _pick(self, sslobj: ssl.SSLObject, _server_name: str | None, _ctx: ssl.SSLContext) -> None:
@@ -69,6 +80,7 @@ class CertReloader:
             return False
         self._digest = digest
         self.current = fresh
+        self.not_after = not_after(self.cert)
         if self.on_reload is not None:
             self.on_reload()
         log.info("serving the new certificate from %s", self.cert)

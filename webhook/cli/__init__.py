@@ -31,6 +31,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--host", default="0.0.0.0")
     s.add_argument("--port", type=int, default=8443)
     s.add_argument("--workers", type=int, default=1, help="processes sharing the port (SO_REUSEPORT)")
+    s.add_argument(
+        "--metrics-port",
+        type=int,
+        default=9090,
+        help="plain-HTTP /metrics for the whole pod (all workers summed); 0: off (/metrics stays on the TLS port)",
+    )
     s.add_argument("--cluster-version", help="override clusterVersion (e.g. 1.27, unknown)")
     s.set_defaults(func=serve.command)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -12,6 +13,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from ..config import Settings
+from ..metrics import Metrics
 from ..reports import EXIT_INPUT, EXIT_OK
 from .settings import from_args
 
@@ -21,7 +23,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("gpu-policy")
 
 
-def _serve_one(settings: Settings, args: argparse.Namespace, reuse_port: bool, digest: str) -> None:
+def _serve_one(
+    settings: Settings, args: argparse.Namespace, reuse_port: bool, digest: str, snapshots: str | None = None
+) -> None:
     from ..tls import CertReloader
 
     reloader = CertReloader(args.cert_dir, settings.cert_reload_seconds)
@@ -31,17 +35,22 @@ def _serve_one(settings: Settings, args: argparse.Namespace, reuse_port: bool, d
         uvloop.install()
     except ImportError:
         pass
-    asyncio.run(_serve(settings, reloader, args, reuse_port, digest))
+    asyncio.run(_serve(settings, reloader, args, reuse_port, digest, snapshots))
 
 
 async def _serve(
-    settings: Settings, reloader: CertReloader, args: argparse.Namespace, reuse_port: bool, digest: str
+    settings: Settings,
+    reloader: CertReloader,
+    args: argparse.Namespace,
+    reuse_port: bool,
+    digest: str,
+    snapshots: str | None,
 ) -> None:
     """Serve until SIGTERM or SIGINT; on SIGTERM drain first (see Settings.drain_seconds).
     SIGHUP reloads the config file at once (it is also watched; see webhook.reload)."""
     from aiohttp import web
 
-    from ..server import CONFIG_RELOADER, create_app, set_ready
+    from ..server import CONFIG_RELOADER, METRICS, create_app, metrics_app, set_ready
 
     host, port = args.host, args.port
     app = create_app(settings, reloader, args.config, digest)
@@ -50,6 +59,17 @@ async def _serve(
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=reloader.context, reuse_port=reuse_port or None)
     await site.start()
+    extra: list[asyncio.Task[None]] = []
+    metrics_runner = None
+    if snapshots is not None:  # a worker: the parent serves the metrics port from our snapshots
+        extra.append(asyncio.create_task(_write_snapshots(app[METRICS], snapshots)))
+    elif args.metrics_port:
+        metrics_runner = web.AppRunner(metrics_app(app[METRICS].render), access_log=None, handle_signals=False)
+        await metrics_runner.setup()
+        try:
+            await web.TCPSite(metrics_runner, host, args.metrics_port).start()
+        except OSError as exc:  # admission matters more than metrics: say so and go on
+            log.error("cannot serve metrics on %s:%d: %s", host, args.metrics_port, exc)
     loop = asyncio.get_running_loop()
     received: asyncio.Future[int] = loop.create_future()
 
@@ -71,6 +91,69 @@ async def _serve(
             await asyncio.sleep(settings.drain_seconds)
     finally:
         await runner.cleanup()  # closes the listener, then waits for reviews in flight
+        if metrics_runner is not None:
+            await metrics_runner.cleanup()
+        for task in extra:
+            task.cancel()
+        if snapshots is not None:
+            _write_snapshot(app[METRICS], snapshots)  # the last word: counters up to the exit
+
+
+SNAPSHOT_SECONDS = 1.0
+
+
+def _write_snapshot(metrics: Metrics, folder: str) -> None:
+    path = os.path.join(folder, f"{os.getpid()}.json")
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(metrics.snapshot(), f)
+    os.replace(path + ".tmp", path)  # the parent never reads half a file
+
+
+async def _write_snapshots(metrics: Metrics, folder: str) -> None:
+    """A worker's counters, every second, for the parent's metrics port (at most 1 s stale)."""
+    while True:
+        try:
+            _write_snapshot(metrics, folder)
+        except OSError as exc:
+            log.warning("cannot write metrics snapshot to %s: %s", folder, exc)
+        await asyncio.sleep(SNAPSHOT_SECONDS)
+
+
+def _serve_snapshots(host: str, port: int, folder: str, children: list[int]) -> None:
+    """The parent's metrics port (a thread; the parent otherwise only waits for its workers):
+    the workers' latest snapshots, summed, so one scrape sees the whole pod."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from ..server import EXPOSITION
+
+    def render() -> bytes:
+        snaps = []
+        for pid in children:
+            try:
+                with open(os.path.join(folder, f"{pid}.json"), encoding="utf-8") as f:
+                    snaps.append(json.load(f))
+            except (OSError, ValueError):
+                continue  # not written yet
+        return Metrics.merged(snaps).render()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.split("?")[0] != "/metrics":
+                self.send_error(404)
+                return
+            body = render()
+            self.send_response(200)
+            self.send_header("Content-Type", EXPOSITION)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:  # scrapes are not news
+            pass
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
 
 
 def command(args: argparse.Namespace) -> int:
@@ -120,19 +203,27 @@ def command(args: argparse.Namespace) -> int:
 
 def _prefork(settings: Settings, args: argparse.Namespace, digest: str) -> int:
     """N processes sharing the port through SO_REUSEPORT; the kernel spreads connections."""
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="gpu-policy-metrics-")  # /tmp: the chart's emptyDir
     children: list[int] = []
     for _ in range(args.workers):
         pid = os.fork()
         if pid == 0:
             code = 0
             try:
-                _serve_one(settings, args, reuse_port=True, digest=digest)
+                _serve_one(settings, args, reuse_port=True, digest=digest, snapshots=folder)
             except BaseException:
                 log.exception("worker failed")
                 code = 1
             finally:
                 os._exit(code)
         children.append(pid)
+    if args.metrics_port:
+        try:
+            _serve_snapshots(args.host, args.metrics_port, folder, children)
+        except OSError as exc:
+            log.error("cannot serve metrics on %s:%d: %s", args.host, args.metrics_port, exc)
 
     def forward(signum: int, _frame: object) -> None:
         for child in children:
@@ -152,4 +243,7 @@ def _prefork(settings: Settings, args: argparse.Namespace, digest: str) -> int:
             log.error("worker %d exited with status %d; stopping the others", pid, code)
             forward(signal.SIGTERM, None)
             status = 1
+    import shutil
+
+    shutil.rmtree(folder, ignore_errors=True)
     return status
