@@ -130,3 +130,18 @@ def test_monitoring_objects_are_off_by_default(tmp_path: Path) -> None:
     assert not [d for d in docs if d["kind"] in ("ServiceMonitor", "PrometheusRule")]
     result = render({**ON, "server": {"metricsPort": 0}}, tmp=tmp_path, check=False)
     assert result.returncode != 0 and "needs server.metricsPort" in result.stderr
+
+
+def test_readme_metrics_table_is_the_real_exposition(start_server: Callable[..., Server]) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    table = readme.split("**Metrics**", 1)[1].split("**Alerts**", 1)[0]
+    documented = set(re.findall(r"^\| `(gpu_policy_[a-z_]+)` \|", table, flags=re.M))
+    server = start_server({"clusterVersion": "1.30"})
+    client = server.client()
+    try:
+        client.validate(pod(container("t", gpu=1, privileged=True)))
+    finally:
+        client.close()
+    real = {re.sub(r"_(bucket|sum|count|created)$", "", n) for n in exposed(server)}
+    ours = {n for n in real if n.startswith("gpu_policy_")}
+    assert documented == ours, documented ^ ours
