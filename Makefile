@@ -12,7 +12,7 @@ HOST    ?= 127.0.0.1
 PORT    ?= 8443
 CERTS   := certs/dev
 
-.PHONY: all venv certs run test lint generate pytest helm bench bench-tools image image-tools image-test clean
+.PHONY: all venv certs run test soak lint generate pytest helm bench bench-tools image image-tools image-test clean
 
 all: test
 
@@ -55,6 +55,10 @@ pytest: venv helm
 	HELM=$(abspath $(HELM)) $(BIN)/pytest
 
 test: lint pytest
+
+# The long versions of tests/test_reliability.py: 10 minutes of steady load, a ten times longer burst.
+soak: venv helm
+	SOAK_SECONDS=$${SOAK_SECONDS:-600} HELM=$(abspath $(HELM)) $(BIN)/pytest -s -o timeout=1800 tests/test_reliability.py
 
 # Load generators from Debian (wrk: closed loop; h2load: open loop at a fixed rate). Without them
 # the bench falls back to an aiohttp client and says so.

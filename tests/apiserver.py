@@ -48,6 +48,9 @@ class ServiceConnection(http.client.HTTPSConnection):
 
     def connect(self) -> None:
         sock = socket.create_connection((self._address, self.port), self.timeout)
+        # Go's net package (the API server's webhook client) sets TCP_NODELAY on every connection;
+        # without it, Nagle and the peer's delayed ACK add 40 ms to each request here.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock = self._context.wrap_socket(sock, server_hostname=self.host)  # type: ignore[attr-defined]
 
 

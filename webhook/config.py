@@ -94,6 +94,8 @@ DEFAULTS: dict[str, Any] = {
         "certReloadSeconds": 10.0,
         "configReloadSeconds": 5.0,
         "drainSeconds": 5.0,
+        "idleSeconds": 120.0,
+        "bodySeconds": 10.0,
     },
 }
 
@@ -132,6 +134,8 @@ COMMENTS: dict[str, str] = {
     "server.certReloadSeconds": "how often tls.crt/tls.key are checked for a new pair",
     "server.configReloadSeconds": "how often this file is checked for changes (SIGHUP: at once); 0: never",
     "server.drainSeconds": "after SIGTERM: not-ready but still serving this long (Ctrl-C: no wait)",
+    "server.idleSeconds": "idle or half-sent-headers connections closed after this (above the API server's 90 s)",
+    "server.bodySeconds": "a request body not complete this long after its headers gets HTTP 408",
 }
 
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.\d+)?")
@@ -170,6 +174,10 @@ class Settings:
     # After SIGTERM: report not-ready but keep serving this long, so the API server stops
     # sending reviews here before the listener closes (endpoint changes take a moment).
     drain_seconds: float
+    # Slow or hostile clients: idle connections and half-sent headers are closed after
+    # idle_seconds (aiohttp's keep-alive timer); a body still incomplete after body_seconds gets 408.
+    idle_seconds: float
+    body_seconds: float
     # Every key with its value after defaults: what start-up logs (the config holds no secrets).
     effective: Mapping[str, Any] = field(default_factory=dict)
 
@@ -447,6 +455,12 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
         0 <= config_s <= 3600
     ):
         problems.append("server.configReloadSeconds: must be between 0 and 3600")
+    idle = server["idleSeconds"]
+    if _expect(problems, "server.idleSeconds", idle, (int, float), "a number of seconds") and not 0.1 <= idle <= 3600:
+        problems.append("server.idleSeconds: must be between 0.1 and 3600")
+    body_s = server["bodySeconds"]
+    if _expect(problems, "server.bodySeconds", body_s, (int, float), "a number of seconds") and not 0.1 <= body_s <= 60:
+        problems.append("server.bodySeconds: must be between 0.1 and 60")
     drain = server["drainSeconds"]
     if _expect(problems, "server.drainSeconds", drain, (int, float), "a number of seconds") and not 0 <= drain <= 300:
         problems.append("server.drainSeconds: must be between 0 and 300")
@@ -488,6 +502,8 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
         cert_reload_seconds=float(reload_s),
         config_reload_seconds=float(config_s),
         drain_seconds=float(drain),
+        idle_seconds=float(idle),
+        body_seconds=float(body_s),
         effective=c,
     )
 

@@ -84,10 +84,17 @@ def _handler(name: str, decide: Decide, cell: Cell) -> Callable[[web.Request], A
     async def handle(request: web.Request) -> web.StreamResponse:
         if request.content_type != "application/json":
             return _error(415, f"Content-Type must be application/json, got {request.content_type!r}")
+        settings = request.app[SETTINGS]
         try:
-            body = await request.read()
+            async with asyncio.timeout(settings.body_seconds):
+                body = await request.read()
         except web.HTTPRequestEntityTooLarge as exc:
-            return _error(413, f"body larger than the {request.app[SETTINGS].max_request_bytes} byte limit: {exc.text}")
+            return _error(413, f"body larger than the {settings.max_request_bytes} byte limit: {exc.text}")
+        except TimeoutError:
+            # A client trickling its body must not hold a handler: 408, and the connection closes.
+            response = _error(408, f"request body not complete within {settings.body_seconds:g} s")
+            response.force_close()
+            return response
         started = time.perf_counter()
         if not body:
             return _error(400, "empty body: expected an AdmissionReview")

@@ -55,7 +55,18 @@ async def _serve(
     host, port = args.host, args.port
     app = create_app(settings, reloader, args.config, digest)
     # access_log=None: the API server calls for every pod, so no per-request log lines.
-    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=15.0)
+    runner = web.AppRunner(
+        app,
+        access_log=None,
+        handle_signals=False,
+        shutdown_timeout=15.0,
+        # Idle connections, and connections that never finish their headers, close after this.
+        keepalive_timeout=settings.idle_seconds,
+        # After an early answer (408, 413) aiohttp drains the unread body before closing, 10 s by
+        # default: a trickling client would keep its connection that long. One second is plenty
+        # for an honest client to read the answer.
+        lingering_time=1.0,
+    )
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=reloader.context, reuse_port=reuse_port or None)
     await site.start()
