@@ -111,7 +111,7 @@ COMMENTS: dict[str, str] = {
     "integrations.kai.enabled": "KAI Scheduler fraction pods: the NVIDIA_VISIBLE_DEVICES KAI injects is allowed",
     "integrations.kai.schedulerNames": "schedulerName values of KAI's pods",
     "integrations.hami.enabled": "HAMi: nvidia.com/gpucores <= 100, gpumem > 0 and gpumem-percentage <= 100 checked",
-    "integrations.xgpu.enabled": "CCE xGPU: gpu-mem.128Mi whole, gpu-core.percentage a multiple of 5 <= 100",
+    "integrations.xgpu.enabled": "CCE xGPU: gpu-mem.128Mi, gpu-core.percentage (steps of 5), no mix with the GPU",
     "exemptNamespaces": "allowed untouched, never mutated",
     "exemptServiceAccounts": "[namespace/name]: pods running as these service accounts are allowed untouched",
     "exemptUsernames": "requests by these users (request.userInfo.username) are allowed untouched",

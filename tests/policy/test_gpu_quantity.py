@@ -92,3 +92,14 @@ def test_custom_resource_name() -> None:
         ('spec.containers[0].resources.limits["nvidia.com/gpu"]', 'is "1.5"'),
     ]
     assert "whole devices" in found[1].detail
+
+
+def test_xgpu_resources_mixed_with_whole_gpus_fit_no_node() -> None:
+    xgpu = default_policy(xgpu=True)
+    mixed = pod(
+        {"name": "a", "resources": {"limits": {"nvidia.com/gpu": 1}}},
+        {"name": "b", "resources": {"limits": {"volcano.sh/gpu-mem.128Mi": 8}}},
+    )
+    (v,) = run(mixed, xgpu, rule=ID)
+    assert v.path == 'spec.containers[1].resources.limits["volcano.sh/gpu-mem.128Mi"]' and "fits no node" in v.detail
+    assert run(mixed, rule=ID) == []  # only with the integration

@@ -10,7 +10,8 @@ Allowed values:
 - with integrations.hami: nvidia.com/gpucores and nvidia.com/gpumem-percentage whole 0-100,
   nvidia.com/gpumem a whole number of MiB above 0;
 - with integrations.xgpu: volcano.sh/gpu-mem.128Mi a whole number of 128 MiB blocks above 0,
-  volcano.sh/gpu-core.percentage a multiple of 5 from 5 to 100.
+  volcano.sh/gpu-core.percentage a multiple of 5 from 5 to 100, and no pod mixing them with the
+  GPU resource (no node serves both).
 """
 
 from __future__ import annotations
@@ -131,7 +132,30 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
                             ID, f"{c.resources_field}.{side_name}{quote_key(name)}", detail, fix, describe(value)
                         )
                     )
+    if policy.xgpu:
+        out.extend(_xgpu_mixed(view, policy))
     return out
+
+
+def _xgpu_mixed(view: PodView, policy: Policy) -> list[Violation]:
+    """CCE: "Pods requesting GPUs under different resource names cannot share a node"; a pod that
+    asks for both nvidia.com/gpu and xGPU resources fits no node and stays Pending."""
+    if not view.requests_gpu:
+        return []
+    for c in view.containers:
+        for name in c.limits or {}:
+            if name in XGPU:
+                return [
+                    c.violation(
+                        ID,
+                        f"{c.resources_field}.limits{quote_key(name)}",
+                        f"is set in a pod that also requests {policy.resource_name}: xGPU nodes serve one or the "
+                        "other, so the pod fits no node",
+                        f"request either {policy.resource_name} or the volcano.sh/gpu-* resources in one pod",
+                        name,
+                    )
+                ]
+    return []
 
 
 RULE = Rule(
