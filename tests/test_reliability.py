@@ -192,7 +192,8 @@ def test_sigterm_under_load_answers_everything_accepted(start_server: Callable[.
     for t in threads:
         t.join(timeout=10)
     print(f"\nSIGTERM under load: {len(answered)} answered, exit {code} after {took:.1f} s")
-    assert code == 0 and took < 10
+    # The chart's grace period is drainSeconds + the runner's 15 s shutdown_timeout + a margin.
+    assert code == 0 and took < 1.0 + 15 + 2
     assert answered and all(answered)
     for exc in refused:  # a refused connection, never a request cut off half-way
         assert isinstance(exc, ConnectionRefusedError | ConnectionResetError | BrokenPipeError | ssl.SSLError), exc

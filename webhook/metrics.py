@@ -136,7 +136,9 @@ class Metrics(Collector):
         )
         generation.add_metric([], self.config_generation)
         yield generation
-        in_flight = GaugeMetricFamily("gpu_policy_in_flight_reviews", "Reviews being judged right now.")
+        in_flight = GaugeMetricFamily(
+            "gpu_policy_in_flight_reviews", "Reviews whose body is still arriving (slow or stalled clients)."
+        )
         in_flight.add_metric([], self.in_flight)
         yield in_flight
         expiry = GaugeMetricFamily(

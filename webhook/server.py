@@ -85,8 +85,17 @@ def _handler(name: str, decide: Decide, cell: Cell) -> Callable[[web.Request], A
         if request.content_type != "application/json":
             return _error(415, f"Content-Type must be application/json, got {request.content_type!r}")
         settings = request.app[SETTINGS]
+        counters = request.app[METRICS]
+        # Most bodies arrive with their headers: nothing to wait for, no timer to arm. Only a body
+        # still arriving is counted in flight and given server.bodySeconds.
+        waiting = not request.content.is_eof()
+        if waiting:
+            counters.in_flight += 1
         try:
-            async with asyncio.timeout(settings.body_seconds):
+            if waiting:
+                async with asyncio.timeout(settings.body_seconds):
+                    body = await request.read()
+            else:
                 body = await request.read()
         except web.HTTPRequestEntityTooLarge as exc:
             return _error(413, f"body larger than the {settings.max_request_bytes} byte limit: {exc.text}")
@@ -95,6 +104,9 @@ def _handler(name: str, decide: Decide, cell: Cell) -> Callable[[web.Request], A
             response = _error(408, f"request body not complete within {settings.body_seconds:g} s")
             response.force_close()
             return response
+        finally:
+            if waiting:
+                counters.in_flight -= 1
         started = time.perf_counter()
         if not body:
             return _error(400, "empty body: expected an AdmissionReview")
@@ -106,8 +118,6 @@ def _handler(name: str, decide: Decide, cell: Cell) -> Callable[[web.Request], A
             req = review.parse(data)
         except ReviewError as exc:
             return _error(exc.status, str(exc))
-        app = request.app
-        counters = app[METRICS]
         active = cell.active  # read once: a reload swaps it between requests, never within one
         screen = active.screen
         may_matter = screen.may_validate(body) if validating else screen.may_mutate(body)
@@ -129,16 +139,7 @@ def _handler(name: str, decide: Decide, cell: Cell) -> Callable[[web.Request], A
                 _log_review(logging.DEBUG, name, req, outcome, seconds)
         return web.Response(body=payload, content_type="application/json")
 
-    async def counted(request: web.Request) -> web.StreamResponse:
-        # From the first byte to the answer: the body read is the one await on the way.
-        counters = request.app[METRICS]
-        counters.in_flight += 1
-        try:
-            return await handle(request)
-        finally:
-            counters.in_flight -= 1
-
-    return counted
+    return handle
 
 
 def set_ready(app: web.Application, ready: bool) -> None:
