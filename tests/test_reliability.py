@@ -164,18 +164,22 @@ def test_burst_beyond_capacity(start_server: Callable[..., Server]) -> None:
 
 
 def test_sigterm_under_load_answers_everything_accepted(start_server: Callable[..., Server]) -> None:
-    server = start_server({**FAST, "server": {**FAST["server"], "drainSeconds": 1.0}})
-    answered: list[bool] = []
-    refused: list[BaseException] = []
+    """Every review sent before SIGTERM, and during the drain that follows, is answered; later ones
+    may be refused (the listener is closed), never cut off half-way while the server serves."""
+    drain = 1.0
+    server = start_server({**FAST, "server": {**FAST["server"], "drainSeconds": drain}})
+    results: list[tuple[float, BaseException | None]] = []
     stop = threading.Event()
 
     def load() -> None:
         while not stop.is_set():
             client = server.client()
+            started = time.monotonic()
             try:
-                answered.append(client.validate(GPU_POD)["allowed"])
-            except (ConnectionError, OSError) as exc:  # after the listener closed: never accepted
-                refused.append(exc)
+                assert client.validate(GPU_POD)["allowed"] is True
+                results.append((started, None))
+            except (OSError, ssl.SSLError) as exc:  # after the listener closed
+                results.append((started, exc))
                 return
             finally:
                 client.close()
@@ -185,18 +189,23 @@ def test_sigterm_under_load_answers_everything_accepted(start_server: Callable[.
         t.start()
     time.sleep(0.5)
     sent_at = time.monotonic()
-    server.proc.send_signal(signal.SIGTERM)  # drains for 1 s (not ready), then stops listening
-    code = server.proc.wait(timeout=20)
+    server.proc.send_signal(signal.SIGTERM)  # not ready, still serving for `drain`, then stops
+    code = server.proc.wait(timeout=30)
     took = time.monotonic() - sent_at
     stop.set()
     for t in threads:
-        t.join(timeout=10)
-    print(f"\nSIGTERM under load: {len(answered)} answered, exit {code} after {took:.1f} s")
+        t.join(timeout=15)
+    served_until = sent_at + drain - 0.2  # margin for the signal's delivery
+    early = [exc for started, exc in results if started < served_until]
+    late = [exc for started, exc in results if started >= served_until]
+    print(
+        f"\nSIGTERM under load: {len(early)} reviews sent before the end of the drain, all answered; "
+        f"{len(late)} after it ({sum(e is not None for e in late)} refused); exit {code} after {took:.1f} s"
+    )
+    assert all(exc is None for exc in early), [e for e in early if e is not None][:3]
+    assert len(early) > 100
     # The chart's grace period is drainSeconds + the runner's 15 s shutdown_timeout + a margin.
-    assert code == 0 and took < 1.0 + 15 + 2
-    assert answered and all(answered)
-    for exc in refused:  # a refused connection, never a request cut off half-way
-        assert isinstance(exc, ConnectionRefusedError | ConnectionResetError | BrokenPipeError | ssl.SSLError), exc
+    assert code == 0 and took < drain + 15 + 2
 
 
 def test_certificate_rotation_under_load(start_server: Callable[..., Server], tmp_path: Path) -> None:

@@ -78,7 +78,9 @@ def _error(status: int, message: str) -> web.Response:
     return web.Response(status=status, body=review.dumps({"error": message}), content_type="application/json")
 
 
-def _handler(name: str, decide: Decide, cell: Cell) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+def _handler(
+    name: str, decide: Decide, cell: Cell, ready: dict[str, bool]
+) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     validating = name == "validate"
 
     async def handle(request: web.Request) -> web.StreamResponse:
@@ -137,7 +139,12 @@ def _handler(name: str, decide: Decide, cell: Cell) -> Callable[[web.Request], A
                 _log_review(logging.INFO, name, req, outcome, seconds)
             elif logs.REVIEW.isEnabledFor(logging.DEBUG):
                 _log_review(logging.DEBUG, name, req, outcome, seconds)
-        return web.Response(body=payload, content_type="application/json")
+        response = web.Response(body=payload, content_type="application/json")
+        if not ready["ready"]:
+            # Draining: answer, but close the connection, so the API server's next review opens
+            # a new one (to a replica that is staying) instead of reusing ours as we stop.
+            response.force_close()
+        return response
 
     return handle
 
@@ -198,8 +205,8 @@ def create_app(
             counters.config_generation = active.generation
 
         app[CONFIG_RELOADER] = ConfigReloader(config_path, settings, lambda: cell.active, put, counters.count_config)
-    app.router.add_post("/validate", _handler("validate", admission.validate, cell))
-    app.router.add_post("/mutate", _handler("mutate", admission.mutate, cell))
+    app.router.add_post("/validate", _handler("validate", admission.validate, cell, app[READY]))
+    app.router.add_post("/mutate", _handler("mutate", admission.mutate, cell, app[READY]))
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
