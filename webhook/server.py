@@ -135,10 +135,10 @@ def _handler(
         else:
             seconds = time.perf_counter() - started
             counters.observe(name, outcome.decision, seconds, outcome.counted())
-            if outcome.decision in _NOTEWORTHY or outcome.warnings:
-                _log_review(logging.INFO, name, req, outcome, seconds)
-            elif logs.REVIEW.isEnabledFor(logging.DEBUG):
-                _log_review(logging.DEBUG, name, req, outcome, seconds)
+            # The fields are built only for a line that is written (the level is checked first).
+            level = logging.INFO if outcome.decision in _NOTEWORTHY or outcome.warnings else logging.DEBUG
+            if logs.REVIEW.isEnabledFor(level):
+                _log_review(level, name, req, outcome, seconds)
         response = web.Response(body=payload, content_type="application/json")
         if not ready["ready"]:
             # Draining: answer, but close the connection, so the API server's next review opens
