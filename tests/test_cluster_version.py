@@ -98,3 +98,42 @@ def test_auto_without_a_cluster_is_unknown(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
     assert r.stdout.strip() == "None"
     assert "version-gated mutations are skipped" in r.stderr
+
+
+def test_auto_follows_a_control_plane_upgrade_without_a_restart(
+    fake_apiserver: Path, cert_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stand-in API server is upgraded from a CCE 1.19 to an EKS 1.28 gitVersion while the webhook
+    runs: LD_LIBRARY_PATH stops being injected within server.clusterVersionSeconds; a /version that
+    cannot be read meanwhile keeps the last known version."""
+    import time
+
+    monkeypatch.setenv("KUBECONFIG", str(fake_apiserver))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    config = {"clusterVersion": "auto", "server": {"clusterVersionSeconds": 1}}
+    server = Server(cert_dir, config, tmp_path, [], ("gpu-policy", "gpu-policy"))
+
+    def injects() -> bool:
+        client = server.client()
+        try:
+            _, patched = client.mutate(pod(container("t", gpu="1")))
+        finally:
+            client.close()
+        return any(e["name"] == "LD_LIBRARY_PATH" for e in patched["spec"]["containers"][0].get("env", []))
+
+    original = dict(VERSION)
+    try:
+        assert injects()
+        VERSION["gitVersion"] = "garbage"  # unparsable: the last known version stays
+        time.sleep(2.5)
+        assert injects()
+        VERSION.update({"minor": "28+", "gitVersion": "v1.28.15-eks-7f9249a"})
+        deadline = time.monotonic() + 10
+        while injects() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not injects()
+        assert "cluster version changed: 1.19 -> 1.28" in server.log.read_text()
+    finally:
+        VERSION.clear()
+        VERSION.update(original)
+        server.stop()

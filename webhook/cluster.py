@@ -1,4 +1,5 @@
-"""What the webhook asks the cluster, once, at start-up (never per request)."""
+"""What the webhook asks the cluster: /version, at start-up and every server.clusterVersionSeconds
+(never per request; the periodic read runs in a thread, off the event loop)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from .config import parse_version
 log = logging.getLogger("gpu-policy.cluster")
 
 
-def detect_version(timeout: float = 5.0) -> tuple[int, int] | None:
+def detect_version(timeout: float = 5.0, quiet: bool = False) -> tuple[int, int] | None:
     """(major, minor) from the API server's /version gitVersion, or None when it cannot be read.
 
     None means "unknown", which skips version-gated mutations rather than guessing.
@@ -28,11 +29,14 @@ def detect_version(timeout: float = 5.0) -> tuple[int, int] | None:
         response: Any = client.VersionApi().get_code(_request_timeout=timeout, _preload_content=False)
         git_version = str(json.loads(response.data)["gitVersion"])
     except Exception as exc:  # no cluster, no kubeconfig, RBAC, network: all mean "unknown"
+        if quiet:
+            log.debug("cannot read /version (%s)", exc)
+            return None
         log.warning("clusterVersion=auto: cannot read /version (%s); version-gated mutations are skipped", exc)
         return None
     version = parse_version(git_version)
     if version is None:
         log.warning("clusterVersion=auto: cannot parse gitVersion %r; version-gated mutations are skipped", git_version)
-    else:
+    elif not quiet:
         log.info("cluster version %d.%d (gitVersion %s)", version[0], version[1], git_version)
     return version

@@ -96,6 +96,7 @@ DEFAULTS: dict[str, Any] = {
         "drainSeconds": 5.0,
         "idleSeconds": 120.0,
         "bodySeconds": 10.0,
+        "clusterVersionSeconds": 300.0,
     },
 }
 
@@ -136,6 +137,7 @@ COMMENTS: dict[str, str] = {
     "server.drainSeconds": "after SIGTERM: not-ready but still serving this long (Ctrl-C: no wait)",
     "server.idleSeconds": "idle or half-sent-headers connections closed after this (above the API server's 90 s)",
     "server.bodySeconds": "a request body not complete this long after its headers gets HTTP 408",
+    "server.clusterVersionSeconds": "clusterVersion auto: /version is read again this often (upgrades); 0: once",
 }
 
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.\d+)?")
@@ -178,6 +180,7 @@ class Settings:
     # idle_seconds (aiohttp's keep-alive timer); a body still incomplete after body_seconds gets 408.
     idle_seconds: float
     body_seconds: float
+    cluster_version_seconds: float  # clusterVersion auto: how often /version is read again; 0: once
     # Every key with its value after defaults: what start-up logs (the config holds no secrets).
     effective: Mapping[str, Any] = field(default_factory=dict)
 
@@ -461,6 +464,11 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
     body_s = server["bodySeconds"]
     if _expect(problems, "server.bodySeconds", body_s, (int, float), "a number of seconds") and not 0.1 <= body_s <= 60:
         problems.append("server.bodySeconds: must be between 0.1 and 60")
+    cv_s = server["clusterVersionSeconds"]
+    if _expect(problems, "server.clusterVersionSeconds", cv_s, (int, float), "a number of seconds") and not (
+        cv_s == 0 or 1 <= cv_s <= 86400
+    ):
+        problems.append("server.clusterVersionSeconds: must be 0 or between 1 and 86400")
     drain = server["drainSeconds"]
     if _expect(problems, "server.drainSeconds", drain, (int, float), "a number of seconds") and not 0 <= drain <= 300:
         problems.append("server.drainSeconds: must be between 0 and 300")
@@ -504,6 +512,7 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
         drain_seconds=float(drain),
         idle_seconds=float(idle),
         body_seconds=float(body_s),
+        cluster_version_seconds=float(cv_s),
         effective=c,
     )
 

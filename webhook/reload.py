@@ -17,7 +17,7 @@ import contextlib
 import hashlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .config import ConfigError, Settings, from_text
@@ -83,8 +83,8 @@ class ConfigReloader:
             self.count("error")
             self.rejected = digest  # tried again only once the file changes
             return False
-        if loaded.cluster_version_auto:
-            loaded = loaded.with_cluster_version(self.settings.policy.cluster_version)
+        if loaded.cluster_version_auto:  # the version last read from the cluster, not a restart's
+            loaded = loaded.with_cluster_version(active.policy.cluster_version)
         if _server(loaded) != _server(self.settings):
             log.warning("config reload: server.* settings changed; they apply after a restart")
         self.put(activate(loaded, active.generation + 1, digest))
@@ -107,3 +107,45 @@ class ConfigReloader:
 
 def _server(s: Settings) -> tuple[int, float, float, float]:
     return (s.max_request_bytes, s.cert_reload_seconds, s.config_reload_seconds, s.drain_seconds)
+
+
+class VersionWatcher:
+    """clusterVersion auto: reads /version again every `period` seconds, so a control-plane upgrade
+    past 1.28 stops the version-gated mutation without a restart. An unreadable /version keeps the
+    last known version (never flips to unknown on a network blip)."""
+
+    def __init__(
+        self,
+        period: float,
+        detect: Callable[[], tuple[int, int] | None],
+        get: Callable[[], Active],
+        put: Callable[[Active], None],
+    ) -> None:
+        self.period = period
+        self.detect = detect
+        self.get = get
+        self.put = put
+
+    def apply(self, version: tuple[int, int] | None) -> bool:
+        active = self.get()
+        if version is None or version == active.policy.cluster_version:
+            return False
+        policy = replace(active.policy, cluster_version=version)
+        self.put(Active(policy, Screen.for_policy(policy), active.generation, active.digest))
+        old = active.policy.cluster_version
+        log.info(
+            "cluster version changed: %s -> %d.%d",
+            f"{old[0]}.{old[1]}" if old else "unknown",
+            version[0],
+            version[1],
+        )
+        return True
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.period)
+            try:
+                self.apply(await loop.run_in_executor(None, self.detect))
+            except Exception:  # never take the server down for this
+                log.exception("reading the cluster version failed; the last known one stays")

@@ -19,7 +19,7 @@ from . import admission, logs, review
 from .config import Settings
 from .metrics import Metrics
 from .policy import Policy
-from .reload import Active, ConfigReloader, activate
+from .reload import Active, ConfigReloader, VersionWatcher, activate
 from .review import ReviewError
 from .screen import watched_in
 from .tls import CertReloader
@@ -58,6 +58,7 @@ METRICS = web.AppKey("metrics", Metrics)
 RELOADER = web.AppKey("reloader", CertReloader)
 READY = web.AppKey("ready", dict)
 CONFIG_RELOADER = web.AppKey("config_reloader", ConfigReloader)
+VERSION_WATCHER = web.AppKey("version_watcher", VersionWatcher)
 
 
 class Cell:
@@ -183,10 +184,15 @@ def metrics_app(render: Callable[[], bytes]) -> web.Application:
 
 
 def create_app(
-    settings: Settings, reloader: CertReloader | None = None, config_path: str | None = None, digest: str = ""
+    settings: Settings,
+    reloader: CertReloader | None = None,
+    config_path: str | None = None,
+    digest: str = "",
+    detect_version: Callable[[], tuple[int, int] | None] | None = None,
 ) -> web.Application:
-    """The application; `reloader` (owning the TLS context) and the config file at `config_path`
-    (whose bytes hash to `digest`) are watched while the app runs."""
+    """The application; `reloader` (owning the TLS context), the config file at `config_path`
+    (whose bytes hash to `digest`) and, with `detect_version` (clusterVersion auto), the cluster's
+    version are watched while the app runs."""
     app = web.Application(client_max_size=settings.max_request_bytes)
     app[SETTINGS] = settings
     counters = app[METRICS] = Metrics()
@@ -198,13 +204,17 @@ def create_app(
     # The policy and its screen are resolved once per (re)load, never per request.
     cell = app[CELL] = Cell(activate(settings, 1, digest))
     counters.config_generation = 1
+
+    def put(active: Active) -> None:
+        cell.active = active
+        counters.config_generation = active.generation
+
     if config_path is not None:
-
-        def put(active: Active) -> None:
-            cell.active = active
-            counters.config_generation = active.generation
-
         app[CONFIG_RELOADER] = ConfigReloader(config_path, settings, lambda: cell.active, put, counters.count_config)
+    if detect_version is not None and settings.cluster_version_seconds > 0:
+        app[VERSION_WATCHER] = VersionWatcher(
+            settings.cluster_version_seconds, detect_version, lambda: cell.active, put
+        )
     app.router.add_post("/validate", _handler("validate", admission.validate, cell, app[READY]))
     app.router.add_post("/mutate", _handler("mutate", admission.mutate, cell, app[READY]))
     app.router.add_get("/healthz", healthz)
@@ -222,6 +232,9 @@ async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
     config_reloader = app.get(CONFIG_RELOADER)
     if config_reloader is not None:
         tasks.append(asyncio.create_task(config_reloader.run()))
+    watcher = app.get(VERSION_WATCHER)
+    if watcher is not None:
+        tasks.append(asyncio.create_task(watcher.run()))
     app[READY]["ready"] = True
     yield
     app[READY]["ready"] = False

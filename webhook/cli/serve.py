@@ -24,7 +24,12 @@ log = logging.getLogger("gpu-policy")
 
 
 def _serve_one(
-    settings: Settings, args: argparse.Namespace, reuse_port: bool, digest: str, snapshots: str | None = None
+    settings: Settings,
+    args: argparse.Namespace,
+    reuse_port: bool,
+    digest: str,
+    snapshots: str | None = None,
+    follow_version: bool = False,
 ) -> None:
     from ..tls import CertReloader
 
@@ -35,7 +40,7 @@ def _serve_one(
         uvloop.install()
     except ImportError:
         pass
-    asyncio.run(_serve(settings, reloader, args, reuse_port, digest, snapshots))
+    asyncio.run(_serve(settings, reloader, args, reuse_port, digest, snapshots, follow_version))
 
 
 async def _serve(
@@ -45,6 +50,7 @@ async def _serve(
     reuse_port: bool,
     digest: str,
     snapshots: str | None,
+    follow_version: bool,
 ) -> None:
     """Serve until SIGTERM or SIGINT; on SIGTERM drain first (see Settings.drain_seconds).
     SIGHUP reloads the config file at once (it is also watched; see webhook.reload)."""
@@ -53,7 +59,14 @@ async def _serve(
     from ..server import CONFIG_RELOADER, METRICS, create_app, metrics_app, set_ready
 
     host, port = args.host, args.port
-    app = create_app(settings, reloader, args.config, digest)
+    detect = None
+    if follow_version:
+        from functools import partial
+
+        from ..cluster import detect_version
+
+        detect = partial(detect_version, quiet=True)
+    app = create_app(settings, reloader, args.config, digest, detect)
     # access_log=None: the API server calls for every pod, so no per-request log lines.
     runner = web.AppRunner(
         app,
@@ -169,6 +182,7 @@ def _serve_snapshots(host: str, port: int, folder: str, children: list[int]) -> 
 
 def command(args: argparse.Namespace) -> int:
     settings = from_args(args)
+    follow_version = settings.cluster_version_auto
     digest = ""
     if args.config:
         from ..reload import digest_of
@@ -204,15 +218,15 @@ def command(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     if args.workers == 1:
         try:
-            _serve_one(settings, args, reuse_port=False, digest=digest)
+            _serve_one(settings, args, reuse_port=False, digest=digest, follow_version=follow_version)
         except OSError as exc:  # the port is taken, or the host cannot be bound
             print(f"gpu-policy: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
             return EXIT_INPUT
         return EXIT_OK
-    return _prefork(settings, args, digest)
+    return _prefork(settings, args, digest, follow_version)
 
 
-def _prefork(settings: Settings, args: argparse.Namespace, digest: str) -> int:
+def _prefork(settings: Settings, args: argparse.Namespace, digest: str, follow_version: bool) -> int:
     """N processes sharing the port through SO_REUSEPORT; the kernel spreads connections."""
     import tempfile
 
@@ -223,7 +237,9 @@ def _prefork(settings: Settings, args: argparse.Namespace, digest: str) -> int:
         if pid == 0:
             code = 0
             try:
-                _serve_one(settings, args, reuse_port=True, digest=digest, snapshots=folder)
+                _serve_one(
+                    settings, args, reuse_port=True, digest=digest, snapshots=folder, follow_version=follow_version
+                )
             except BaseException:
                 log.exception("worker failed")
                 code = 1
