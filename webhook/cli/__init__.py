@@ -7,7 +7,7 @@ import argparse
 import os
 import sys
 
-from .. import logs, package_version
+from .. import core_build, logs, package_version
 from ..config import ConfigError
 from ..reports import EXIT_INPUT
 from . import certs, offline, serve
@@ -22,7 +22,9 @@ def parser() -> argparse.ArgumentParser:
         default=os.environ.get("GPU_POLICY_LOG_FORMAT", "text"),
         help="text for people; json (one object per line) for log pipelines, the chart's default",
     )
-    p.add_argument("--version", action="version", version=f"gpu-policy {package_version()}")
+    p.add_argument(
+        "--version", action="version", version=f"gpu-policy {package_version()} (policy core: {core_build()})"
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("serve", help="run the HTTPS admission webhook")

@@ -33,7 +33,7 @@ def mutate(view: PodView, policy: Policy) -> Changes:
     return Changes([op], [f"{ID}: set nodeSelector {label}={default} (this pod requests a GPU but named no GPU model)"])
 
 
-MUTATION = Mutation(
+MUTATION: Mutation = Mutation(
     id=ID,
     mutate=mutate,
     summary="When `acceleratorNodeSelector.default` is set, a pod that requests a GPU and constrains the label "

@@ -46,7 +46,7 @@ def mutate_new_ephemeral(view: PodView, policy: Policy, existing: Collection[str
     return Changes(_ops(view, policy, existing, only_ephemeral=True), [])
 
 
-MUTATION = Mutation(
+MUTATION: Mutation = Mutation(
     id=ID,
     mutate=mutate,
     summary="Every container (init, regular, ephemeral) that gets no GPU by any path of the GPU model and does not set "

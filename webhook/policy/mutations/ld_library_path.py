@@ -65,7 +65,7 @@ def mutate(view: PodView, policy: Policy) -> Changes:
     return Changes(ops, warnings)
 
 
-MUTATION = Mutation(
+MUTATION: Mutation = Mutation(
     id=ID,
     mutate=mutate,
     summary="On clusters below v1.28 (config `clusterVersion`), each container requesting a GPU finds the driver "

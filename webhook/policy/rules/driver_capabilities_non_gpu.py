@@ -34,7 +34,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     ]
 
 
-RULE = Rule(
+RULE: Rule = Rule(
     id=ID,
     check=check,
     summary="A container that requests no GPU does not set `NVIDIA_DRIVER_CAPABILITIES` to a list holding `all`.",

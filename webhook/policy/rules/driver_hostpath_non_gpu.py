@@ -42,7 +42,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     return out
 
 
-RULE = Rule(
+RULE: Rule = Rule(
     id=ID,
     check=check,
     summary="A pod that gets no GPU mounts no hostPath under or containing `/home/kubernetes/bin/nvidia`, "

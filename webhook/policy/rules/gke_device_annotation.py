@@ -53,7 +53,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     return out
 
 
-RULE = Rule(
+RULE: Rule = Rule(
     id=ID,
     check=check,
     summary="A `devices.gke.io/container.<name>` annotation lists no more `/dev/nvidia<N>` device nodes than the "

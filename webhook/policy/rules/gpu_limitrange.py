@@ -47,7 +47,7 @@ def check(obj: dict[str, Any], policy: Policy) -> list[Violation]:
     return out
 
 
-RULE = ObjectRule(
+RULE: ObjectRule = ObjectRule(
     id=ID,
     kinds=(("", "LimitRange", "limitranges"),),
     check=check,

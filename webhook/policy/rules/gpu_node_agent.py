@@ -39,7 +39,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     ]
 
 
-RULE = Rule(
+RULE: Rule = Rule(
     id=ID,
     check=check,
     summary="A container from a GPU agent image (`nodeAgentImages`) in a hostPID or per-node (DaemonSet) pod, "

@@ -158,7 +158,7 @@ def _xgpu_mixed(view: PodView, policy: Policy) -> list[Violation]:
     return []
 
 
-RULE = Rule(
+RULE: Rule = Rule(
     id=ID,
     check=check,
     summary="Every count of a GPU-model resource is a valid quantity: the GPU resource 0, a whole number, or "

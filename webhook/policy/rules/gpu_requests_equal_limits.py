@@ -47,7 +47,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     return out
 
 
-RULE = Rule(
+RULE: Rule = Rule(
     id=ID,
     check=check,
     summary="Where requests set a GPU device resource (MIG and shared included) it numerically equals the "

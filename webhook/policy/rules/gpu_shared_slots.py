@@ -46,7 +46,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     return out
 
 
-RULE = Rule(
+RULE: Rule = Rule(
     id=ID,
     check=check,
     summary="A container asks for at most 1 of a shared GPU resource (`gpuSharedResources`, default "

@@ -31,7 +31,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     ]
 
 
-RULE = Rule(
+RULE: Rule = Rule(
     id=ID,
     check=check,
     summary="No hostPath at or under `/dev/shm` (off by default).",

@@ -28,7 +28,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     ]
 
 
-RULE = Rule(
+RULE: Rule = Rule(
     id=ID,
     check=check,
     summary="No pod (or template) annotation starting with `nvidia.cdi.k8s.io/` or `cdi.k8s.io/`.",

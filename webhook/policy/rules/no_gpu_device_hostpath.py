@@ -99,7 +99,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     return out
 
 
-RULE = Rule(
+RULE: Rule = Rule(
     id=ID,
     check=check,
     summary="No hostPath whose normalised path (`//`, `.`, `..`, trailing `/` collapsed; `/var/run` read as "

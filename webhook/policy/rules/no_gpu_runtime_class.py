@@ -35,7 +35,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     ]
 
 
-RULE = Rule(
+RULE: Rule = Rule(
     id=ID,
     check=check,
     summary="A pod with a runtime class of `gpuRuntimeClasses` (default `nvidia`, `nvidia-legacy`, `nvidia-cdi`) "

@@ -36,7 +36,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     ]
 
 
-RULE = Rule(
+RULE: Rule = Rule(
     id=ID,
     check=check,
     summary="GPU pods do not set `hostPID` or `hostIPC`.",

@@ -54,7 +54,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     return out
 
 
-RULE = Rule(
+RULE: Rule = Rule(
     id=ID,
     check=check,
     summary="In a GPU pod, no container of any kind sets `securityContext.privileged: true` or adds "

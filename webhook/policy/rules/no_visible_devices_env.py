@@ -44,7 +44,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     return out
 
 
-RULE = Rule(
+RULE: Rule = Rule(
     id=ID,
     check=check,
     summary="No container sets `NVIDIA_VISIBLE_DEVICES` to a value that grants a device, nor through "

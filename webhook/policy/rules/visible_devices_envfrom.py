@@ -37,7 +37,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     ]
 
 
-RULE = Rule(
+RULE: Rule = Rule(
     id=ID,
     check=check,
     summary="In GPU pods, a container with `envFrom` and no explicit `NVIDIA_VISIBLE_DEVICES` entry "
