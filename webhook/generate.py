@@ -144,6 +144,8 @@ def clause(trigger: Any) -> Clause:
     if where is Where.CONTAINER_IMAGE:
         # A list setting: its JSON is a CEL list literal.
         return Clause("(has(c.image) && %s.exists(p, c.image.startsWith(p)))", True, f"(toJson {value})")
+    if where is Where.GPU_COUNT:
+        return Clause("false", False, "")  # custom resources only; the chart's CEL sees pods
     if where is Where.RESOURCE_CLAIMS:
         return Clause("has(object.spec.resourceClaims)", False, "")
     if where is Where.CONTAINER_ENV:

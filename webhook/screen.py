@@ -30,7 +30,7 @@ def tokens(trigger: Trigger, policy: Policy) -> tuple[bytes, ...]:
     if trigger.where is Where.EVERY_POD:
         return (b"",)  # in every body
     values = trigger.values(policy)
-    if trigger.where in (Where.NODE_LABEL, Where.RUNTIME_CLASS):
+    if trigger.where in (Where.NODE_LABEL, Where.RUNTIME_CLASS, Where.GPU_COUNT):
         return tuple(f'"{v}"'.encode() for v in values)
     if trigger.where is Where.GPU_RESOURCE:
         # A name matching "nvidia.com/*.shared" contains both literal parts: the longer skips further.

@@ -80,6 +80,10 @@ class Container:
     gpu_source: Any = None
     own_path: str = ""  # a container-like object outside a pod spec: its field path
     resources_field: str = "resources"  # "resourcesPerNode" in Kubeflow Trainer v2's TrainJob
+    env_field: str = "env"  # where the env list is, relative to the container (VLLMRuntime: vllmConfig.env)
+    # A plain GPU count instead of limits (the vLLM production stack's deploymentConfig.resources.gpu):
+    # its field path, which messages about the GPU resource name instead of limits[...].
+    gpu_field: str = ""
     _env_from: tuple[EnvSource, ...] | None = None
     _mount_paths: tuple[str, ...] | None = None
 
@@ -115,6 +119,12 @@ class Container:
     def env(self, name: str) -> list[EnvVar]:
         """The entries named `name` (one of WATCHED; case-sensitive, as the kubelet compares)."""
         return self.watched.get(name, [])
+
+    def resource_path(self, side: str, name: str) -> str:
+        """The field of a resource quantity, relative to the container, as messages name it."""
+        if self.gpu_field:
+            return self.gpu_field
+        return f"{self.resources_field}.{side}{quote_key(name)}"
 
     def names_resource(self, resource: str) -> bool:
         """Whether limits or requests name `resource` at all (whatever the value)."""
@@ -269,7 +279,7 @@ def build_views(
     if templates.required:
         return [build_view(obj, keys, policy, watch, kind, namespace) for keys in templates.paths]
     return [
-        build_view(obj, keys, policy, watch, kind, namespace, shape)
+        build_view(obj, keys, policy, watch, kind, namespace, shape, templates.fields)
         for shape, patterns in templates.by_shape()
         for pattern in patterns
         for keys in expand(obj, pattern)
@@ -293,6 +303,7 @@ def build_view(
     kind: str = "Pod",
     namespace: str = "",
     shape: Shape = Shape.TEMPLATE,
+    fields: tuple[str, str] | None = None,
 ) -> PodView:
     """Walk `obj` down `keys` to a pod template ({metadata, spec}), a pod spec, or one
     container-like object (see templates.Shape), and read it into a `PodView`."""
@@ -323,7 +334,7 @@ def build_view(
     elif shape is Shape.POD_SPEC:
         metadata, spec_path, spec, spec_pointer = {}, path, node, ptr
     else:
-        return _container_view(node, path, policy, watch, kind, namespace)
+        return _container_view(node, path, policy, watch, kind, namespace, fields)
 
     containers: list[Container] = []
     for container_kind, kind_field in _KINDS:
@@ -369,11 +380,21 @@ def build_view(
 
 
 def _container_view(
-    node: dict[str, Any], path: str, policy: Policy, watch: frozenset[str], kind: str, namespace: str
+    node: dict[str, Any],
+    path: str,
+    policy: Policy,
+    watch: frozenset[str],
+    kind: str,
+    namespace: str,
+    fields: tuple[str, str] | None = None,
 ) -> PodView:
     """A view of one container-like object (Argo's container, KServe's model, NIMService's spec):
-    a pod of one container, with no pod-level fields, whose messages name the object's own path."""
-    c = _container(node, ContainerKind.REGULAR, "containers", 0, path, "", policy, watch, own_path=path)
+    a pod of one container, with no pod-level fields, whose messages name the object's own path.
+    `fields` (env, resources) says where a kind keeps them, relative to the object."""
+    if fields is None:
+        c = _container(node, ContainerKind.REGULAR, "containers", 0, path, "", policy, watch, own_path=path)
+    else:
+        c = _mapped_container(node, path, policy, watch, fields)
     return PodView(
         path=path,
         meta_path=f"{path}.metadata",
@@ -395,6 +416,36 @@ def _container_view(
         resource_claims=(),
         runtime_class="",
     )
+
+
+def _mapped_container(
+    node: dict[str, Any], path: str, policy: Policy, watch: frozenset[str], fields: tuple[str, str]
+) -> Container:
+    """A container whose env and resources sit elsewhere in the object (VLLMRuntime: vllmConfig.env
+    and deploymentConfig.resources, where `gpu: "1"` is a count of the GPU resource)."""
+    env_field, resources_field = fields
+    shaped: dict[str, Any] = {"name": node.get("name") or path}
+    env = _dig(node, env_field)
+    if env is not None:
+        shaped["env"] = env
+    resources = _dig(node, resources_field)
+    gpu_field = ""
+    if isinstance(resources, dict) and "limits" not in resources and "requests" not in resources:
+        if resources.get("gpu") is not None:
+            shaped["resources"] = {"limits": {policy.resource_name: resources["gpu"]}}
+            gpu_field = f"{resources_field}.gpu"
+    elif resources is not None:
+        shaped["resources"] = resources
+    c = _container(shaped, ContainerKind.REGULAR, "containers", 0, path, "", policy, watch, path, env_field)
+    c.resources_field = resources_field
+    c.gpu_field = gpu_field
+    return c
+
+
+def _dig(node: Any, dotted: str) -> Any:
+    for key in dotted.split("."):
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
 
 
 def _controller_kind(value: Any, meta_path: str) -> str:
@@ -461,6 +512,7 @@ def _container(
     policy: Policy,
     watch: frozenset[str],
     own_path: str = "",
+    env_field: str = "env",
 ) -> Container:
     # For error messages (built once per container); a container-like object has its own path.
     path = own_path or f"{spec_path}.{kind_field}[{index}]"
@@ -481,20 +533,20 @@ def _container(
     env = c.get("env")
     watched: dict[str, list[EnvVar]] = {}
     if env is not None and not isinstance(env, list):  # mutations append to it: always checked
-        raise ShapeError(f"{path}.env", f"must be a list, got {_type(env)}")
+        raise ShapeError(f"{path}.{env_field}", f"must be a list, got {_type(env)}")
     if env and watch:
         for i, entry in enumerate(env):
             if not isinstance(entry, dict):
-                raise ShapeError(f"{path}.env[{i}]", f"must be an object, got {_type(entry)}")
+                raise ShapeError(f"{path}.{env_field}[{i}]", f"must be an object, got {_type(entry)}")
             env_name = entry.get("name")
             if not isinstance(env_name, str):
-                raise ShapeError(f"{path}.env[{i}].name", "must be a string")
+                raise ShapeError(f"{path}.{env_field}[{i}].name", "must be a string")
             if env_name in watch:  # only the values we read are ours to type-check
                 value = entry.get("value")
                 if value is not None and not isinstance(value, str):
-                    raise ShapeError(f"{path}.env[{i}].value", f"must be a string, got {_type(value)}")
+                    raise ShapeError(f"{path}.{env_field}[{i}].value", f"must be a string, got {_type(value)}")
                 source = entry.get("valueFrom")
-                found = EnvVar(i, value or "", source is not None, _config_map_key(source, f"{path}.env[{i}]"))
+                found = EnvVar(i, value or "", source is not None, _config_map_key(source, f"{path}.{env_field}[{i}]"))
                 watched.setdefault(env_name, []).append(found)
 
     limits = requests = None
@@ -549,6 +601,7 @@ def _container(
         gpu=_gpu_count(limits, requests, policy.resource_name),
         own_path=own_path,
         resources_field=resources_field,
+        env_field=env_field,
     )
 
 

@@ -43,6 +43,8 @@ class Templates:
     required: bool = False
     pod_specs: tuple[tuple[str, ...], ...] = ()
     containers: tuple[tuple[str, ...], ...] = ()
+    # For `containers`: where env and resources are, relative to each (default: env, resources).
+    fields: tuple[str, str] | None = None
 
     def by_shape(self) -> tuple[tuple[Shape, tuple[tuple[str, ...], ...]], ...]:
         return ((Shape.TEMPLATE, self.paths), (Shape.POD_SPEC, self.pod_specs), (Shape.CONTAINER, self.containers))
@@ -90,8 +92,9 @@ def _crd(
     *paths: str,
     pod_specs: tuple[str, ...] = (),
     containers: tuple[str, ...] = (),
+    fields: tuple[str, str] | None = None,
 ) -> Workload:
-    templates = Templates(_paths(*paths), False, _paths(*pod_specs), _paths(*containers))
+    templates = Templates(_paths(*paths), False, _paths(*pod_specs), _paths(*containers), fields)
     return Workload(group, kind, plural, templates, switch)
 
 
@@ -174,6 +177,16 @@ WORKLOADS: tuple[Workload, ...] = (
         pod_specs=("spec.template", "spec.worker", "spec.prefill.template", "spec.prefill.worker"),
     ),
     _crd("nim", "apps.nvidia.com", "NIMService", "nimservices", containers=("spec",)),
+    # The vLLM production stack: env under vllmConfig, and `gpu: "1"` (a count of the GPU resource)
+    # under deploymentConfig.resources; the operator renders them into its Deployment.
+    _crd(
+        "vllm",
+        "production-stack.vllm.ai",
+        "VLLMRuntime",
+        "vllmruntimes",
+        containers=("spec",),
+        fields=("vllmConfig.env", "deploymentConfig.resources"),
+    ),
     # Kubeflow Trainer v2: TrainJob's trainer is container-like (resourcesPerNode); runtimes hold JobSets.
     _crd("trainer", "trainer.kubeflow.org", "TrainJob", "trainjobs", containers=("spec.trainer",)),
     _crd(

@@ -123,6 +123,9 @@ class Where(StrEnum):
     CONTAINER_IMAGE = "container image"  # a prefix of any container's image
     RESOURCE_CLAIMS = "resource claims"  # spec.resourceClaims (DRA)
     RUNTIME_CLASS = "runtime class"  # spec.runtimeClassName equal to the value
+    # a plain GPU count key of a custom resource (the vLLM production stack's resources.gpu):
+    # never in a Pod, so the chart's CEL (pods only) spells it "false"
+    GPU_COUNT = "GPU count field"
     CONTAINER_ENV = "container env"  # the name of an env entry of any container
     CONTAINER_MOUNT = "container mount"  # a substring of any container's volumeMounts[*].mountPath
     NODE_LABEL = "node label"  # a nodeSelector key, or any required node affinity
@@ -146,7 +149,7 @@ class Trigger:
 EVERY_POD = (Trigger(Where.EVERY_POD),)
 GPU_REQUEST = (Trigger(Where.CONTAINER_RESOURCE, setting="gpuResourceName"),)
 # Any resource of the GPU model (device-plugin GPUs, MIG, shared slots, companions).
-GPU_RESOURCE = (Trigger(Where.GPU_RESOURCE, setting="gpuResources"),)
+GPU_RESOURCE = (Trigger(Where.GPU_RESOURCE, setting="gpuResources"), Trigger(Where.GPU_COUNT, "gpu"))
 # A GPU pod (webhook.policy.gpus.gpu_pod): a GPU resource, a DRA claim, a KAI fraction pod, or
 # pinned to GPU nodes by a GPU node label (the accelerator label or gpuNodeLabels).
 GPU_POD = (

@@ -11,6 +11,7 @@ every pod the policy acts on.
 {{- $cs := list -}}
 {{- $ps := list -}}
 {{- if or (ne (index $p.rules "gpu-quantity" | default "deny") "off") (ne (index $p.rules "gpu-requests-equal-limits" | default "deny") "off") (ne (index $p.rules "no-privileged-gpu" | default "deny") "off") (ne (index $p.rules "no-host-namespaces-gpu" | default "deny") "off") (ne (index $p.rules "visible-devices-envfrom" | default "deny") "off") (ne (index $p.rules "gpu-shared-slots" | default "deny") "off") }}{{- $cs = append $cs "(has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, k.contains('/'))) || (has(c.resources.requests) && c.resources.requests.exists(k, k.contains('/')))))" -}}{{- end }}
+{{- if or (ne (index $p.rules "gpu-quantity" | default "deny") "off") (ne (index $p.rules "gpu-requests-equal-limits" | default "deny") "off") (ne (index $p.rules "no-privileged-gpu" | default "deny") "off") (ne (index $p.rules "no-host-namespaces-gpu" | default "deny") "off") (ne (index $p.rules "visible-devices-envfrom" | default "deny") "off") (ne (index $p.rules "gpu-shared-slots" | default "deny") "off") }}{{- $ps = append $ps "false" -}}{{- end }}
 {{- if ne (index $p.rules "no-visible-devices-env" | default "deny") "off" }}{{- $cs = append $cs (printf "(has(c.env) && c.env.exists(e, e.name == '%s'))" "NVIDIA_VISIBLE_DEVICES") -}}{{- end }}
 {{- if or (ne (index $p.rules "no-privileged-gpu" | default "deny") "off") (ne (index $p.rules "no-host-namespaces-gpu" | default "deny") "off") (ne (index $p.rules "visible-devices-envfrom" | default "deny") "off") }}{{- $ps = append $ps "has(object.spec.resourceClaims)" -}}{{- end }}
 {{- if or (ne (index $p.rules "no-privileged-gpu" | default "deny") "off") (ne (index $p.rules "no-host-namespaces-gpu" | default "deny") "off") (ne (index $p.rules "visible-devices-envfrom" | default "deny") "off") }}{{- $ps = append $ps (printf "(has(object.metadata.annotations) && object.metadata.annotations.exists(k, k.contains('%s')))" "gpu-fraction") -}}{{- end }}
@@ -115,6 +116,13 @@ every pod the policy acts on.
   apiVersions: ["*"]
   operations: ["CREATE", "UPDATE"]
   resources: ["nimservices"]
+  scope: "*"
+{{- end }}
+{{- if .Values.webhook.customResources.vllm }}
+- apiGroups: ["production-stack.vllm.ai"]
+  apiVersions: ["*"]
+  operations: ["CREATE", "UPDATE"]
+  resources: ["vllmruntimes"]
   scope: "*"
 {{- end }}
 {{- if .Values.webhook.customResources.trainer }}

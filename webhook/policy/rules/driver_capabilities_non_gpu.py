@@ -21,7 +21,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     return [
         c.violation(
             ID,
-            f"env[{entry.index}]",
+            f"{c.env_field}[{entry.index}]",
             f"sets {NAME}={describe(entry.value)} in a container that requests no GPU: should isolation lapse, "
             "it would get every driver capability (graphics, video, display) of every GPU its image names",
             f"remove {NAME} from containers without a GPU (or list only what a GPU container needs)",

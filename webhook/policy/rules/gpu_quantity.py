@@ -127,11 +127,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
                 found = problem(value, policy, name)
                 if found:
                     detail, fix = found
-                    out.append(
-                        c.violation(
-                            ID, f"{c.resources_field}.{side_name}{quote_key(name)}", detail, fix, describe(value)
-                        )
-                    )
+                    out.append(c.violation(ID, c.resource_path(side_name, name), detail, fix, describe(value)))
     if policy.xgpu:
         out.extend(_xgpu_mixed(view, policy))
     return out

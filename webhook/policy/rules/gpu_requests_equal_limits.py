@@ -26,7 +26,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
             if "/" not in resource or not is_device(resource, policy):
                 continue
             key = quote_key(resource)
-            field = f"{c.resources_field}.requests{key}"
+            field = c.resource_path("requests", resource)
             requested = describe(value)
             if c.limits is None or resource not in c.limits:
                 detail = f"is {requested} but limits{key} is not set"

@@ -13,7 +13,7 @@ clusters that run MPS.
 from __future__ import annotations
 
 from ..gpus import is_shared
-from ..objects import PodView, quote_key
+from ..objects import PodView
 from ..quantity import QuantityError, describe, parse_quantity
 from ..types import GPU_RESOURCE, Mode, Policy, Rule, Violation
 
@@ -36,7 +36,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
             out.append(
                 c.violation(
                     ID,
-                    f"{c.resources_field}.{side_name}{quote_key(name)}",
+                    c.resource_path(side_name, name),
                     f'is {describe(value)}: under MPS the kubelet refuses it ("maximum request size for shared '
                     'resources is 1"); time-sliced slots may be one card',
                     f"request 1 {name}, or whole GPUs from nodes without sharing",

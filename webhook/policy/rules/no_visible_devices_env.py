@@ -26,7 +26,8 @@ def _fix(c: Container, view: PodView, policy: Policy) -> str:
             "this is a KAI Scheduler GPU-sharing pod: the platform allows KAI's injected variable with "
             "integrations.kai.enabled in gpu-policy's config"
         )
-    return f'remove the variable and request GPUs with {c.resources_field}.limits["{resource_hint(c, view, policy)}"]'
+    hint = c.gpu_field or f'{c.resources_field}.limits["{resource_hint(c, view, policy)}"]'
+    return f"remove the variable and request GPUs with {hint}"
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
@@ -37,10 +38,14 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
                 if kai_injected(entry, c, view, policy):
                     continue  # KAI's binder fills it with the devices it allocated
                 detail = f"sets {VISIBLE_DEVICES} through valueFrom, which admission cannot check"
-                out.append(c.violation(ID, f"env[{entry.index}]", detail, _fix(c, view, policy), "valueFrom"))
+                out.append(c.violation(ID, f"{c.env_field}[{entry.index}]", detail, _fix(c, view, policy), "valueFrom"))
             elif grants_devices(entry.value):
                 detail = f"sets {VISIBLE_DEVICES}={describe(entry.value)}, which bypasses the device plugin"
-                out.append(c.violation(ID, f"env[{entry.index}]", detail, _fix(c, view, policy), describe(entry.value)))
+                out.append(
+                    c.violation(
+                        ID, f"{c.env_field}[{entry.index}]", detail, _fix(c, view, policy), describe(entry.value)
+                    )
+                )
     return out
 
 
