@@ -322,6 +322,7 @@ def main() -> int:
     finally:
         run("buildah", "umount", ctr, check=False)
         run("buildah", "rm", ctr, check=False)
+        run("buildah", "rmi", "--prune", check=False)  # earlier builds' dangling layers (vfs copies them whole)
         shutil.rmtree(tmp, ignore_errors=True)
 
     print("\nimage-test passed:")
