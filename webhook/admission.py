@@ -80,6 +80,7 @@ SKIP_SUBRESOURCE = _skipped("subresource not policed")
 SKIP_KIND = _skipped("kind not policed")
 SKIP_DELETING = _skipped("object being deleted")
 SKIP_NOT_MUTATED = _skipped("only Pod CREATE and pods/ephemeralcontainers are mutated")
+UNPOLICED_GPU = "kind not policed, but it requests GPUs"  # carries a notice naming the entry to add
 
 
 def _malformed(req: Request, exc: ShapeError) -> Outcome:
@@ -117,7 +118,7 @@ def _unpoliced(req: Request, policy: Policy) -> Outcome:
         f"gpu-policy does not police {req.kind} ({req.group or 'core'}), which requests GPUs at {shown}; "
         f"judge it with customResources: [{{group: {req.group}, kind: {req.kind}, {_shape_of(found[0])}}}]"
     )
-    return Outcome(Decision.SKIPPED, reason="kind not policed, but it requests GPUs", warnings=[notice])
+    return Outcome(Decision.SKIPPED, reason=UNPOLICED_GPU, warnings=[notice])
 
 
 def _shape_of(path: str) -> str:

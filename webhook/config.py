@@ -448,30 +448,22 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
     max_bytes = server["maxRequestBytes"]
     if _expect(problems, "server.maxRequestBytes", max_bytes, int, "an integer") and max_bytes < 64 * 1024:
         problems.append("server.maxRequestBytes: must be at least 65536 (admission bodies reach several MiB)")
-    reload_s = server["certReloadSeconds"]
-    if _expect(problems, "server.certReloadSeconds", reload_s, (int, float), "a number of seconds") and not (
-        0 < reload_s <= 3600
+    # server.* periods: (key, lowest, highest, lowest allowed itself, 0 allowed too, what to say)
+    seconds: dict[str, float] = {}
+    for key, low, high, low_ok, zero_ok, rule in (
+        ("certReloadSeconds", 0, 3600, False, False, "between 0 and 3600"),
+        ("configReloadSeconds", 0, 3600, True, True, "between 0 and 3600"),
+        ("idleSeconds", 0.1, 3600, True, False, "between 0.1 and 3600"),
+        ("bodySeconds", 0.1, 60, True, False, "between 0.1 and 60"),
+        ("clusterVersionSeconds", 1, 86400, True, True, "0 or between 1 and 86400"),
+        ("drainSeconds", 0, 300, True, True, "between 0 and 300"),
     ):
-        problems.append("server.certReloadSeconds: must be between 0 and 3600")
-    config_s = server["configReloadSeconds"]
-    if _expect(problems, "server.configReloadSeconds", config_s, (int, float), "a number of seconds") and not (
-        0 <= config_s <= 3600
-    ):
-        problems.append("server.configReloadSeconds: must be between 0 and 3600")
-    idle = server["idleSeconds"]
-    if _expect(problems, "server.idleSeconds", idle, (int, float), "a number of seconds") and not 0.1 <= idle <= 3600:
-        problems.append("server.idleSeconds: must be between 0.1 and 3600")
-    body_s = server["bodySeconds"]
-    if _expect(problems, "server.bodySeconds", body_s, (int, float), "a number of seconds") and not 0.1 <= body_s <= 60:
-        problems.append("server.bodySeconds: must be between 0.1 and 60")
-    cv_s = server["clusterVersionSeconds"]
-    if _expect(problems, "server.clusterVersionSeconds", cv_s, (int, float), "a number of seconds") and not (
-        cv_s == 0 or 1 <= cv_s <= 86400
-    ):
-        problems.append("server.clusterVersionSeconds: must be 0 or between 1 and 86400")
-    drain = server["drainSeconds"]
-    if _expect(problems, "server.drainSeconds", drain, (int, float), "a number of seconds") and not 0 <= drain <= 300:
-        problems.append("server.drainSeconds: must be between 0 and 300")
+        value = server[key]
+        if _expect(problems, f"server.{key}", value, (int, float), "a number of seconds"):
+            in_range = (low <= value if low_ok else low < value) and value <= high
+            if not in_range and not (zero_ok and value == 0):
+                problems.append(f"server.{key}: must be {rule}")
+            seconds[key] = float(value)
 
     if problems:
         return None
@@ -507,12 +499,12 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
         policy=policy,
         cluster_version_auto=auto,
         max_request_bytes=max_bytes,
-        cert_reload_seconds=float(reload_s),
-        config_reload_seconds=float(config_s),
-        drain_seconds=float(drain),
-        idle_seconds=float(idle),
-        body_seconds=float(body_s),
-        cluster_version_seconds=float(cv_s),
+        cert_reload_seconds=seconds["certReloadSeconds"],
+        config_reload_seconds=seconds["configReloadSeconds"],
+        drain_seconds=seconds["drainSeconds"],
+        idle_seconds=seconds["idleSeconds"],
+        body_seconds=seconds["bodySeconds"],
+        cluster_version_seconds=seconds["clusterVersionSeconds"],
         effective=c,
     )
 

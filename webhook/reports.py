@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
-from .admission import Decision, Outcome
+from .admission import UNPOLICED_GPU, Decision, Outcome
 from .policy import Mode, Violation
 from .policy.engine import DENY_PREFIX
 
@@ -41,8 +41,7 @@ class Result:
 
 def unpoliced_gpu(r: Result) -> bool:
     """A kind the policy does not police that requests GPUs (the outcome carries a notice)."""
-    o = r.outcome
-    return o is not None and o.decision is Decision.SKIPPED and bool(o.warnings)
+    return r.outcome is not None and r.outcome.reason == UNPOLICED_GPU
 
 
 def exit_code(results: Sequence[Result], strict: bool = False) -> int:

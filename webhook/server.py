@@ -30,8 +30,14 @@ log = logging.getLogger("gpu-policy.server")
 _NOTEWORTHY = frozenset({admission.Decision.DENIED, admission.Decision.PATCHED, admission.Decision.MALFORMED})
 
 
-def _log_review(level: int, webhook: str, req: review.Request, outcome: admission.Outcome, seconds: float) -> None:
-    found = outcome.counted()
+def _log_review(
+    level: int,
+    webhook: str,
+    req: review.Request,
+    outcome: admission.Outcome,
+    found: list[tuple[str, str]],
+    seconds: float,
+) -> None:
     logs.review(
         level,
         f"{webhook} {req.operation} {req.kind} {req.namespace}/{req.name}: {outcome.decision.value}",
@@ -79,16 +85,14 @@ def _error(status: int, message: str) -> web.Response:
     return web.Response(status=status, body=review.dumps({"error": message}), content_type="application/json")
 
 
-def _handler(
-    name: str, decide: Decide, cell: Cell, ready: dict[str, bool]
-) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+def _handler(name: str, decide: Decide, app: web.Application) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     validating = name == "validate"
+    # Resolved once here, not looked up per request.
+    settings, counters, cell, ready = app[SETTINGS], app[METRICS], app[CELL], app[READY]
 
     async def handle(request: web.Request) -> web.StreamResponse:
         if request.content_type != "application/json":
             return _error(415, f"Content-Type must be application/json, got {request.content_type!r}")
-        settings = request.app[SETTINGS]
-        counters = request.app[METRICS]
         # Most bodies arrive with their headers: nothing to wait for, no timer to arm. Only a body
         # still arriving is counted in flight and given server.bodySeconds.
         waiting = not request.content.is_eof()
@@ -135,11 +139,12 @@ def _handler(
             counters.observe(name, "error", time.perf_counter() - started, [])
         else:
             seconds = time.perf_counter() - started
-            counters.observe(name, outcome.decision, seconds, outcome.counted())
+            found = outcome.counted()
+            counters.observe(name, outcome.decision, seconds, found)
             # The fields are built only for a line that is written (the level is checked first).
             level = logging.INFO if outcome.decision in _NOTEWORTHY or outcome.warnings else logging.DEBUG
             if logs.REVIEW.isEnabledFor(level):
-                _log_review(level, name, req, outcome, seconds)
+                _log_review(level, name, req, outcome, found, seconds)
         response = web.Response(body=payload, content_type="application/json")
         if not ready["ready"]:
             # Draining: answer, but close the connection, so the API server's next review opens
@@ -215,8 +220,8 @@ def create_app(
         app[VERSION_WATCHER] = VersionWatcher(
             settings.cluster_version_seconds, detect_version, lambda: cell.active, put
         )
-    app.router.add_post("/validate", _handler("validate", admission.validate, cell, app[READY]))
-    app.router.add_post("/mutate", _handler("mutate", admission.mutate, cell, app[READY]))
+    app.router.add_post("/validate", _handler("validate", admission.validate, app))
+    app.router.add_post("/mutate", _handler("mutate", admission.mutate, app))
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)

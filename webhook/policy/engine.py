@@ -10,6 +10,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from .gpus import is_companion, is_device
 from .mutations import isolate_non_gpu
 from .objects import WATCHED, PodView, ShapeError, build_views, find_templates
 from .registry import MUTATIONS, OBJECT_RULES, RULES
@@ -96,8 +97,6 @@ def unpoliced_gpu_requests(obj: Any, policy: Policy, limit: int = 5) -> list[str
     kind the policy does not know, so a GPU workload is never a silent skip. An object counts
     when its `resources` (or `resourcesPerNode`) has limits or requests naming a GPU resource, or
     a plain `gpu` count (the vLLM production stack's VLLMRuntime deploymentConfig)."""
-    from .gpus import is_companion, is_device
-
     found: list[str] = []
     stack: list[tuple[Any, str]] = [(obj, "")]
     seen = 0
