@@ -117,6 +117,70 @@ SPEC_PATH = {
 }
 
 
+# ---------------------------------------------------------------- node tables (the cluster view)
+
+
+def node(
+    name: str,
+    labels: dict[str, str] | None = None,
+    allocatable: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+    unschedulable: bool = False,
+) -> dict[str, Any]:
+    """A Node as the API server returns it (only what the view reads, plus the usual status)."""
+    alloc = {"cpu": "47", "memory": "183Gi", "pods": "110", **(allocatable or {})}
+    spec: dict[str, Any] = {"providerID": f"gce://project/zone/{name}"}
+    if taints:
+        spec["taints"] = taints
+    if unschedulable:
+        spec["unschedulable"] = True
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+        "spec": spec,
+        "status": {"capacity": dict(alloc), "allocatable": alloc},
+    }
+
+
+# The issue's table: 4-GPU T4 nodes, and A30 nodes the GPU operator partitioned with the MIG
+# "mixed" strategy (nvidia.com/gpu: 0 plus one resource per MIG profile), as nvidia-smi and
+# GPU feature discovery label them; plus a CPU pool.
+T4_LABELS = {
+    "accelerator": "nvidia-t4",
+    "nvidia.com/gpu.present": "true",
+    "nvidia.com/gpu.product": "Tesla-T4",
+    "nvidia.com/gpu.count": "4",
+    "node.kubernetes.io/instance-type": "n1-standard-48",
+}
+A30_LABELS = {
+    "accelerator": "nvidia-a30",
+    "nvidia.com/gpu.present": "true",
+    "nvidia.com/gpu.product": "NVIDIA-A30-MIG-1g.6gb",
+    "nvidia.com/mig.strategy": "mixed",
+    "nvidia.com/mig.config": "all-balanced",
+}
+A30_MIG = {"nvidia.com/gpu": "0", "nvidia.com/mig-1g.6gb": "2", "nvidia.com/mig-2g.12gb": "1"}
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+
+
+def node_table() -> list[dict[str, Any]]:
+    return [
+        *(node(f"gke-t4-pool-{i}", T4_LABELS, {GPU: "4"}, [GPU_TAINT]) for i in range(3)),
+        *(node(f"a30-mig-{i}", A30_LABELS, A30_MIG, [GPU_TAINT]) for i in range(2)),
+        *(node(f"cpu-{i}", {"pool": "cpu"}) for i in range(4)),
+    ]
+
+
+def with_nodes(nodes: list[dict[str, Any]], policy: Policy | None = None, **dra: Any) -> Policy:
+    """`policy` (default: the shipped one) judging against a cluster of `nodes`."""
+    from dataclasses import replace as replace_field
+
+    from webhook.policy.nodes import view_of_nodes
+
+    return replace_field(policy or POLICY, cluster=view_of_nodes(nodes, **dra))
+
+
 # ---------------------------------------------------------------- the policy core
 
 

@@ -230,7 +230,8 @@ def test_every_rule_example_is_judged_by_its_rule() -> None:
     policy = default_policy(modes={r.id: Mode.DENY for r in ALL_RULES})  # rules off by default too
     for rule in ALL_RULES:
         if rule in RULES:
-            found = engine.pod_violations(engine.pod_view(example_pod(rule), policy), policy)
+            judged_by = engine.example_policy(rule, policy)
+            found = engine.pod_violations(engine.pod_view(example_pod(rule), judged_by), judged_by)
         else:
             found = rule.check(rule.example, policy)
         assert rule.id in {v.rule for v in found}, rule.id

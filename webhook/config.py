@@ -61,6 +61,9 @@ DEFAULTS: dict[str, Any] = {
         "k8s.amazonaws.com/accelerator",
     ],
     "gpuRuntimeClasses": ["nvidia", "nvidia-legacy", "nvidia-cdi"],
+    # The NVIDIA DRA driver's classes for whole GPUs and MIG devices (its ComputeDomain classes
+    # hand out IMEX channels, not GPUs).
+    "gpuDeviceClasses": ["gpu.nvidia.com", "mig.nvidia.com"],
     # node.kubernetes.io/instance-type values of GPU machine families (AWS p/g, GCP a2/a3/g2, Azure N).
     "gpuInstanceTypes": [
         "p3.",
@@ -97,6 +100,7 @@ DEFAULTS: dict[str, Any] = {
         "idleSeconds": 120.0,
         "bodySeconds": 10.0,
         "clusterVersionSeconds": 300.0,
+        "clusterView": "auto",
     },
 }
 
@@ -119,6 +123,7 @@ COMMENTS: dict[str, str] = {
     "nodeAgentImages": "image prefixes of GPU node agents: voided non-exempt agents get a warning",
     "gpuNodeLabels": "node labels that mark GPU nodes, besides acceleratorNodeSelector.labelKey",
     "gpuRuntimeClasses": "runtime classes that give a pod every GPU (the GPU operator's management classes)",
+    "gpuDeviceClasses": "DRA DeviceClasses that are GPUs: with the cluster view, claims of other classes are not",
     "gpuInstanceTypes": "prefixes of node.kubernetes.io/instance-type values of GPU machines (nodeSelector)",
     "webhookNamespace": "the webhook's own namespace, always exempt; default: $POD_NAMESPACE",
     "clusterVersion": 'auto (read /version at start-up) | unknown | "1.27" | "v1.19.10-r0-CCE21.11.1.B006"',
@@ -138,6 +143,7 @@ COMMENTS: dict[str, str] = {
     "server.idleSeconds": "idle or half-sent-headers connections closed after this (above the API server's 90 s)",
     "server.bodySeconds": "a request body not complete this long after its headers gets HTTP 408",
     "server.clusterVersionSeconds": "clusterVersion auto: /version is read again this often (upgrades); 0: once",
+    "server.clusterView": "auto (watch nodes, DRA claims when a cluster is reachable) | off: pre-flight rules silent",
 }
 
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.\d+)?")
@@ -181,6 +187,7 @@ class Settings:
     idle_seconds: float
     body_seconds: float
     cluster_version_seconds: float  # clusterVersion auto: how often /version is read again; 0: once
+    cluster_view: bool  # watch nodes and DRA objects when a cluster is reachable (webhook.clusterview)
     # Every key with its value after defaults: what start-up logs (the config holds no secrets).
     effective: Mapping[str, Any] = field(default_factory=dict)
 
@@ -391,6 +398,10 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
             problems.append(f"gpuNodeLabels[{i}]: {label!r} is not a valid label key")
     runtime_classes = _strings(problems, "gpuRuntimeClasses", c["gpuRuntimeClasses"])
     instance_types = _strings(problems, "gpuInstanceTypes", c["gpuInstanceTypes"])
+    device_classes = _strings(problems, "gpuDeviceClasses", c["gpuDeviceClasses"])
+    for i, name in enumerate(device_classes):
+        if not _SUBDOMAIN.match(name):
+            problems.append(f"gpuDeviceClasses[{i}]: {name!r} is not a DeviceClass name")
 
     exempt: set[str] = set()
     if _expect(problems, "exemptNamespaces", c["exemptNamespaces"], list, "a list of namespace names"):
@@ -465,6 +476,9 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
                 problems.append(f"server.{key}: must be {rule}")
             seconds[key] = float(value)
 
+    if server["clusterView"] not in ("auto", "off"):
+        problems.append(f"server.clusterView: must be auto or off, got {server['clusterView']!r}")
+
     if problems:
         return None
     policy = Policy(
@@ -494,6 +508,8 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
         opt_out_annotation=c["optOutAnnotation"],
         isolate_non_gpu=c["isolateNonGpu"],
         custom_templates=custom,
+        gpu_device_classes=frozenset(device_classes),
+        cluster=None,
     )
     return Settings(
         policy=policy,
@@ -505,6 +521,7 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
         idle_seconds=seconds["idleSeconds"],
         body_seconds=seconds["bodySeconds"],
         cluster_version_seconds=seconds["clusterVersionSeconds"],
+        cluster_view=server["clusterView"] == "auto",
         effective=c,
     )
 

@@ -374,7 +374,7 @@ def example_message(rule: Any) -> str:
     from .config import default_policy
     from .policy import Rule, engine
 
-    policy = default_policy()
+    policy = engine.example_policy(rule, default_policy())
     if isinstance(rule, Rule):
         pod = {"apiVersion": "v1", "kind": "Pod", **rule.example}
         pod["metadata"] = {"name": "p", **rule.example.get("metadata", {})}

@@ -37,6 +37,11 @@ class Metrics(Collector):
         self.config_generation = 0
         self.in_flight = 0
         self.cert_not_after: Callable[[], float] = lambda: 0.0
+        # The cluster view (webhook.clusterview): -1 when it is off; 0 not synced; 1 synced.
+        self.view_synced = -1
+        self.view_nodes = 0
+        self.view_relists: defaultdict[str, int] = defaultdict(int)  # by resource
+        self.view_errors: defaultdict[str, int] = defaultdict(int)  # by resource
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
 
@@ -51,6 +56,10 @@ class Metrics(Collector):
             "config_generation": self.config_generation,
             "in_flight": self.in_flight,
             "cert_not_after": self.cert_not_after(),
+            "view_synced": self.view_synced,
+            "view_nodes": self.view_nodes,
+            "view_relists": dict(self.view_relists),
+            "view_errors": dict(self.view_errors),
         }
 
     @classmethod
@@ -71,7 +80,14 @@ class Metrics(Collector):
             for result, n in snap["config_reloads"].items():
                 out.config_reloads[result] += n
             out.in_flight += snap["in_flight"]
+            for resource, n in snap.get("view_relists", {}).items():
+                out.view_relists[resource] += n
+            for resource, n in snap.get("view_errors", {}).items():
+                out.view_errors[resource] += n
         if snapshots:
+            # every worker holds its own view: the pod is synced when all of them are
+            out.view_synced = min(s.get("view_synced", -1) for s in snapshots)
+            out.view_nodes = max(s.get("view_nodes", 0) for s in snapshots)
             out.config_generation = min(s["config_generation"] for s in snapshots)
             earliest = min(s["cert_not_after"] for s in snapshots)
             out.cert_not_after = lambda: earliest
@@ -147,6 +163,31 @@ class Metrics(Collector):
         )
         expiry.add_metric([], self.cert_not_after())
         yield expiry
+        synced = GaugeMetricFamily(
+            "gpu_policy_cluster_view_synced",
+            "1: the cluster view is synced and the pre-flight rules judge; 0: not (they are silent); -1: off.",
+        )
+        synced.add_metric([], self.view_synced)
+        yield synced
+        nodes = GaugeMetricFamily("gpu_policy_cluster_view_nodes", "Nodes in the cluster view.")
+        nodes.add_metric([], self.view_nodes)
+        yield nodes
+        relists = CounterMetricFamily(
+            "gpu_policy_cluster_view_relists",
+            "Full lists of a watched resource: the first, and each after 410 Gone.",
+            labels=["resource"],
+        )
+        for resource, n in sorted(self.view_relists.items()):
+            relists.add_metric([resource], n)
+        yield relists
+        errors = CounterMetricFamily(
+            "gpu_policy_cluster_view_errors",
+            "Failed lists and broken watches of a watched resource (retried with backoff).",
+            labels=["resource"],
+        )
+        for resource, n in sorted(self.view_errors.items()):
+            errors.add_metric([resource], n)
+        yield errors
         info = GaugeMetricFamily(
             "gpu_policy_build_info", "Always 1: the version running.", labels=["version", "python"]
         )

@@ -85,6 +85,8 @@ class ConfigReloader:
             return False
         if loaded.cluster_version_auto:  # the version last read from the cluster, not a restart's
             loaded = loaded.with_cluster_version(active.policy.cluster_version)
+        # The cluster view belongs to the process, not the file: the new policy sees the same cluster.
+        loaded = replace(loaded, policy=replace(loaded.policy, cluster=active.policy.cluster))
         if _server(loaded) != _server(self.settings):
             log.warning("config reload: server.* settings changed; they apply after a restart")
         self.put(activate(loaded, active.generation + 1, digest))
@@ -110,7 +112,8 @@ def _server(s: Settings) -> tuple[int, float, float, float]:
 
 
 class VersionWatcher:
-    """clusterVersion auto: reads /version again every `period` seconds, so a control-plane upgrade
+    """clusterVersion auto: reads /version again every `period` seconds, and when the cluster
+    view's watch reconnects after a break (an API server restart is how upgrades look), so a control-plane upgrade
     past 1.28 stops the version-gated mutation without a restart. An unreadable /version keeps the
     last known version (never flips to unknown on a network blip)."""
 
@@ -125,6 +128,7 @@ class VersionWatcher:
         self.detect = detect
         self.get = get
         self.put = put
+        self.wake = asyncio.Event()  # set when the cluster view's watch reconnects
 
     def apply(self, version: tuple[int, int] | None) -> bool:
         active = self.get()
@@ -144,7 +148,9 @@ class VersionWatcher:
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            await asyncio.sleep(self.period)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), timeout=self.period)
+            self.wake.clear()
             try:
                 self.apply(await loop.run_in_executor(None, self.detect))
             except Exception:  # never take the server down for this

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 
@@ -65,6 +66,7 @@ RELOADER = web.AppKey("reloader", CertReloader)
 READY = web.AppKey("ready", dict)
 CONFIG_RELOADER = web.AppKey("config_reloader", ConfigReloader)
 VERSION_WATCHER = web.AppKey("version_watcher", VersionWatcher)
+CLUSTER = web.AppKey("cluster", dict)  # {"client": ApiClient, "timing": Timing, "state": str}
 
 
 class Cell:
@@ -164,9 +166,13 @@ async def healthz(_request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
+    """Ready or not, with the cluster view's state on a second line. The view never decides
+    readiness: an unready webhook fails every pod (failurePolicy), while a missing view only
+    silences the pre-flight rules."""
+    view = f"cluster view: {request.app[CLUSTER]['state']}"
     if request.app[READY].get("ready"):
-        return web.Response(text="ok")
-    return web.Response(status=503, text="not ready")
+        return web.Response(text=f"ok\n{view}\n")
+    return web.Response(status=503, text=f"not ready\n{view}\n")
 
 
 EXPOSITION = "text/plain; version=0.0.4; charset=utf-8"
@@ -194,10 +200,13 @@ def create_app(
     config_path: str | None = None,
     digest: str = "",
     detect_version: Callable[[], tuple[int, int] | None] | None = None,
+    cluster_client: Any = None,
+    cluster_timing: Any = None,
 ) -> web.Application:
     """The application; `reloader` (owning the TLS context), the config file at `config_path`
     (whose bytes hash to `digest`) and, with `detect_version` (clusterVersion auto), the cluster's
-    version are watched while the app runs."""
+    version are watched while the app runs; with `cluster_client` (a kubernetes ApiClient) the
+    cluster view too (webhook.clusterview), which the pre-flight rules read."""
     app = web.Application(client_max_size=settings.max_request_bytes)
     app[SETTINGS] = settings
     counters = app[METRICS] = Metrics()
@@ -220,6 +229,8 @@ def create_app(
         app[VERSION_WATCHER] = VersionWatcher(
             settings.cluster_version_seconds, detect_version, lambda: cell.active, put
         )
+    app[CLUSTER] = {"client": cluster_client, "timing": cluster_timing, "state": "off", "put": put}
+    counters.view_synced = -1 if cluster_client is None else 0
     app.router.add_post("/validate", _handler("validate", admission.validate, app))
     app.router.add_post("/mutate", _handler("mutate", admission.mutate, app))
     app.router.add_get("/healthz", healthz)
@@ -227,6 +238,56 @@ def create_app(
     app.router.add_get("/metrics", metrics)
     app.cleanup_ctx.append(_lifecycle)
     return app
+
+
+def _start_cluster_view(app: web.Application) -> Any:
+    """Starts the watch threads; each view they publish is swapped into the cell on the loop."""
+    state = app[CLUSTER]
+    if state["client"] is None:
+        return None
+    from dataclasses import replace
+
+    from .clusterview import ClusterWatcher, Timing
+
+    cell, counters, put = app[CELL], app[METRICS], state["put"]
+    loop = asyncio.get_running_loop()
+    state["state"] = "not synced"
+
+    def apply(view: Any) -> None:
+        active = cell.active
+        if view is None and active.policy.cluster is None:
+            return
+        put(Active(replace(active.policy, cluster=view), active.screen, active.generation, active.digest))
+        counters.view_synced = 0 if view is None else 1
+        counters.view_nodes = 0 if view is None else view.nodes
+        before, state["state"] = (
+            state["state"],
+            ("not synced" if view is None else f"synced ({view.nodes} nodes in {len(view.groups)} groups)"),
+        )
+        if (before == "not synced") != (view is None):
+            if view is None:
+                log.warning("cluster view lost (watch broken): pre-flight rules are silent until it is back")
+            else:
+                log.info("cluster view %s: pre-flight rules judge", state["state"])
+
+    def publish(view: Any) -> None:  # from the publisher thread
+        loop.call_soon_threadsafe(apply, view)
+
+    watcher = ClusterWatcher(
+        state["client"],
+        publish,
+        state["timing"] or Timing(),
+        counters,
+    )
+    version_watcher = app.get(VERSION_WATCHER)
+    if version_watcher is not None:  # a reconnect may follow a control-plane upgrade
+
+        def reconnected() -> None:  # from a watch thread
+            loop.call_soon_threadsafe(version_watcher.wake.set)
+
+        watcher.reconnected = reconnected
+    watcher.start()
+    return watcher
 
 
 async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
@@ -240,9 +301,12 @@ async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
     watcher = app.get(VERSION_WATCHER)
     if watcher is not None:
         tasks.append(asyncio.create_task(watcher.run()))
+    cluster_watcher = _start_cluster_view(app)
     app[READY]["ready"] = True
     yield
     app[READY]["ready"] = False
+    if cluster_watcher is not None:
+        cluster_watcher.close()
     for task in tasks:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

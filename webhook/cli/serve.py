@@ -66,7 +66,15 @@ async def _serve(
         from ..cluster import detect_version
 
         detect = partial(detect_version, quiet=True)
-    app = create_app(settings, reloader, args.config, digest, detect)
+    cluster_client = None
+    if settings.cluster_view:  # per process: watch threads do not survive the workers' fork
+        from ..clusterview import load_client
+
+        loaded = load_client()
+        if loaded is not None:
+            cluster_client, where = loaded
+            log.info("cluster view: watching nodes through the %s config", where)
+    app = create_app(settings, reloader, args.config, digest, detect, cluster_client)
     # access_log=None: the API server calls for every pod, so no per-request log lines.
     runner = web.AppRunner(
         app,

@@ -7,11 +7,12 @@ functions for the server and the offline CLI alike.
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from .gpus import is_companion, is_device
 from .mutations import isolate_non_gpu
+from .nodes import view_of_nodes
 from .objects import WATCHED, PodView, ShapeError, build_views, find_templates
 from .registry import MUTATIONS, OBJECT_RULES, RULES
 from .types import MAX_WARNING, Changes, CheckFn, Mode, Mutation, ObjectRule, Policy, Rule, Violation
@@ -90,6 +91,14 @@ def pod_violations(pod: PodView, policy: Policy) -> list[Violation]:
 
 
 _MAX_NODES: Final = 200_000  # an admission body is at most a few MiB: a bound, not a limit in practice
+
+
+def example_policy(rule: Rule | ObjectRule, policy: Policy) -> Policy:
+    """`policy` as a rule's example is judged by: with the example's node table as the cluster
+    view when it has one (the pre-flight rules are silent without a cluster)."""
+    if isinstance(rule, Rule) and rule.example_nodes:
+        return replace(policy, cluster=view_of_nodes(rule.example_nodes))
+    return policy
 
 
 def unpoliced_gpu_requests(obj: Any, policy: Policy, limit: int = 5) -> list[str]:

@@ -9,9 +9,12 @@ clusters hand out GPUs in many ways (all configured in `webhook.config`, one pla
 - companion resources that imply a GPU without a device resource (`gpuCompanionResources`:
   HAMi's `nvidia.com/gpumem`, whose webhook adds `nvidia.com/gpu: 1` later; CCE xGPU's
   `volcano.sh/gpu-mem.128Mi`);
-- DRA claims (`resources.claims`): which device a claim resolves to needs the cluster, so a
-  claim holder *may* hold a GPU and is treated as one (conservative both ways: never voided,
-  and a pod with claims is a GPU pod for the privilege and side-door rules);
+- DRA claims (`resources.claims`): which device a claim resolves to needs the cluster. With
+  the cluster view, a claim whose ResourceClaim(Template) requests only classes outside
+  `gpuDeviceClasses` (a NIC, an FPGA) is not a GPU; without the view, or while the claim's
+  object has not been seen, a claim holder *may* hold a GPU and is treated as one
+  (conservative both ways: never voided, and a pod with claims is a GPU pod for the
+  privilege and side-door rules);
 - an integration: KAI Scheduler's fraction container (`integrations.kai`), which gets its GPU
   through KAI's own `NVIDIA_VISIBLE_DEVICES` from a ConfigMap.
 
@@ -29,6 +32,7 @@ from fnmatch import fnmatchcase
 from functools import lru_cache
 from typing import Final
 
+from .nodes import claim_classes
 from .nvidia import VISIBLE_DEVICES, grants_devices
 from .objects import Container, EnvVar, PodView
 from .quantity import QuantityError, parse_quantity
@@ -145,8 +149,9 @@ def _source(c: Container, view: PodView, policy: Policy) -> Source | None:
     found = _resource_source(c, policy)
     if found is not None:
         return found
-    if c.claims:
-        return Source("claim", c.claims[0])
+    for claim in c.claims:
+        if may_be_gpu_claim(claim, view, policy):
+            return Source("claim", claim)
     if view.annotations:
         gke = GKE_DEVICES + c.name
         if GPU_DEVICE_NODE.search(view.annotations.get(gke, "")):
@@ -158,12 +163,21 @@ def _source(c: Container, view: PodView, policy: Policy) -> Source | None:
     return None
 
 
+def may_be_gpu_claim(claim: str, view: PodView, policy: Policy) -> bool:
+    """Whether the pod's claim `claim` may hold a GPU: False only when the cluster view resolved
+    it to device classes none of which is in gpuDeviceClasses."""
+    if policy.cluster is None:
+        return True
+    classes = claim_classes(view, claim, policy.cluster)
+    return classes is None or not classes or any(c in policy.gpu_device_classes for c in classes)
+
+
 def gpu_pod(view: PodView, policy: Policy) -> bool:
     """A pod that may run with a GPU: any container with a GPU source, DRA claims on the pod, a
     KAI fraction pod, or a pod pinned to GPU nodes by a GPU node label (the accelerator label,
     or gpuNodeLabels: GKE's, the GPU operator's, EKS's)."""
     return (
-        bool(view.resource_claims)
+        any(may_be_gpu_claim(claim, view, policy) for claim in view.resource_claims)
         or any(source(c, view, policy) is not None for c in view.containers)
         or view.pinned_to(policy.accelerator_label)
         or any(view.pinned_to(label) for label in policy.gpu_node_labels)

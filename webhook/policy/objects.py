@@ -9,6 +9,7 @@ skip a shape check by accident, and "malformed" is always a clear error, never a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from decimal import Decimal
 from typing import Any, Final
 
@@ -84,6 +85,7 @@ class Container:
     # A plain GPU count instead of limits (the vLLM production stack's deploymentConfig.resources.gpu):
     # its field path, which messages about the GPU resource name instead of limits[...].
     gpu_field: str = ""
+    sidecar: bool = False  # an init container with restartPolicy Always (runs beside the app containers)
     _env_from: tuple[EnvSource, ...] | None = None
     _mount_paths: tuple[str, ...] | None = None
 
@@ -168,7 +170,14 @@ class PodView:
     service_account: str
     resource_claims: tuple[str, ...]  # spec.resourceClaims[*].name (DRA)
     runtime_class: str
+    # Read only by the pre-flight rules (webhook.policy.nodes), which check their shape themselves:
+    # the walk never pays for them.
+    raw_affinity: Any = None
+    raw_tolerations: Any = None
+    # spec.resourceClaims[*].name -> ("template" | "claim", the object it names), for DRA resolution
+    claim_refs: dict[str, tuple[str, str]] = dataclass_field(default_factory=dict)
     _host_paths: tuple[HostPath, ...] | None = None
+    preflight: Any = None  # webhook.policy.preflight's analysis, computed once for its three rules
 
     @property
     def host_paths(self) -> tuple[HostPath, ...]:
@@ -356,6 +365,7 @@ def build_view(
     account = spec.get("serviceAccountName") or spec.get("serviceAccount")  # the second: deprecated alias
     claims = spec.get("resourceClaims")
     runtime = spec.get("runtimeClassName")
+    claim_refs = {} if claims is None else _resource_claims(claims, spec_path)
     return PodView(
         path=spec_path,
         meta_path=meta_path,
@@ -374,8 +384,11 @@ def build_view(
         namespace=namespace,
         scheduler_name="" if scheduler is None else _string(scheduler, spec_path, "schedulerName"),
         service_account="default" if account is None else _string(account, spec_path, "serviceAccountName"),
-        resource_claims=() if claims is None else _resource_claims(claims, spec_path),
+        resource_claims=tuple(claim_refs),
         runtime_class="" if runtime is None else _string(runtime, spec_path, "runtimeClassName"),
+        raw_affinity=spec.get("affinity"),
+        raw_tolerations=spec.get("tolerations"),
+        claim_refs=claim_refs,
     )
 
 
@@ -457,14 +470,25 @@ def _controller_kind(value: Any, meta_path: str) -> str:
     return ""
 
 
-def _resource_claims(value: Any, spec_path: str) -> tuple[str, ...]:
-    """spec.resourceClaims[*].name. Both shapes are accepted: 1.31+ puts resourceClaimName or
-    resourceClaimTemplateName on the entry, 1.26-1.30 wrapped them in `source`; only the name
-    matters here (which device a claim resolves to needs the cluster)."""
-    out: list[str] = []
+def _resource_claims(value: Any, spec_path: str) -> dict[str, tuple[str, str]]:
+    """spec.resourceClaims[*]: name -> ("template" | "claim", the object it names; "" if neither).
+    Both shapes are accepted: 1.31+ puts resourceClaimName or resourceClaimTemplateName on the
+    entry, 1.26-1.30 wrapped them in `source`. Which device a claim resolves to needs the
+    cluster (webhook.policy.nodes.claim_classes)."""
+    out: dict[str, tuple[str, str]] = {}
     for i, claim in enumerate(_objects(value, spec_path, "resourceClaims")):
-        out.append(_string(claim.get("name"), f"{spec_path}.resourceClaims[{i}]", "name"))
-    return tuple(out)
+        where = f"{spec_path}.resourceClaims[{i}]"
+        name = _string(claim.get("name"), where, "name")
+        source = claim.get("source")
+        holder: dict[str, Any] = source if isinstance(source, dict) else claim
+        template, named = holder.get("resourceClaimTemplateName"), holder.get("resourceClaimName")
+        if isinstance(template, str) and template:
+            out[name] = ("template", template)
+        elif isinstance(named, str) and named:
+            out[name] = ("claim", named)
+        else:
+            out[name] = ("", "")
+    return out
 
 
 def _annotations(value: Any, meta_path: str) -> dict[str, str]:
@@ -602,6 +626,7 @@ def _container(
         own_path=own_path,
         resources_field=resources_field,
         env_field=env_field,
+        sidecar=kind is ContainerKind.INIT and c.get("restartPolicy") == "Always",
     )
 
 

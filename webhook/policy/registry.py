@@ -10,12 +10,15 @@ from .rules import (
     driver_capabilities_non_gpu,
     driver_hostpath_non_gpu,
     gke_device_annotation,
+    gpu_fits_some_node,
     gpu_limitrange,
     gpu_node_agent,
     gpu_quantity,
     gpu_requests_equal_limits,
+    gpu_resource_advertised,
     gpu_shared_slots,
     host_shm,
+    known_accelerator,
     no_cdi_annotations,
     no_gpu_device_hostpath,
     no_gpu_runtime_class,
@@ -42,6 +45,9 @@ RULES: tuple[Rule, ...] = (
     driver_hostpath_non_gpu.RULE,
     gke_device_annotation.RULE,
     no_gpu_runtime_class.RULE,
+    gpu_fits_some_node.RULE,
+    gpu_resource_advertised.RULE,
+    known_accelerator.RULE,
 )
 
 OBJECT_RULES: tuple[ObjectRule, ...] = (

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from enum import Enum, StrEnum
 from typing import TYPE_CHECKING, Any, Final
 
@@ -46,6 +47,56 @@ class ContainerKind(Enum):
     @property
     def label(self) -> str:
         return self.value[1]
+
+
+HOSTNAME: Final = "kubernetes.io/hostname"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str  # NoSchedule | NoExecute (PreferNoSchedule never keeps a pod off a node: not kept)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeGroup:
+    """Nodes that are identical for scheduling a pod that does not name a node: one pool, mostly."""
+
+    labels: Mapping[str, str]  # without kubernetes.io/hostname when it equals the node's name
+    resources: Mapping[str, Decimal]  # allocatable extended resources ("/" in the name), > 0 or 0
+    taints: tuple[Taint, ...]
+    unschedulable: bool
+    names: tuple[str, ...]
+
+    def label(self, key: str, name: str) -> str | None:
+        value = self.labels.get(key)
+        if value is None and key == HOSTNAME:
+            return name
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """What the live cluster offers, as of one moment. `claims`/`claim_templates` map
+    (namespace, name) to the device classes a claim requests; None when not watched (DRA off,
+    or the API not served), which keeps claims conservative."""
+
+    groups: tuple[NodeGroup, ...]
+    nodes: int
+    claims: Mapping[tuple[str, str], tuple[str, ...]] | None = None
+    claim_templates: Mapping[tuple[str, str], tuple[str, ...]] | None = None
+    # DeviceClass spec.extendedResourceName values: names the scheduler may satisfy through DRA
+    # on nodes that do not advertise them, so "no node advertises it" cannot be said of them.
+    # None while DeviceClasses are not known (DRA served but not synced): then no such claim is made.
+    dra_extended: frozenset[str] | None = frozenset()
+
+    def label_values(self, key: str) -> set[str]:
+        return {v for g in self.groups for n in g.names if (v := g.label(key, n)) is not None}
+
+    def advertised(self) -> set[str]:
+        """Every extended resource some node has allocatable of."""
+        return {r for g in self.groups for r, v in g.resources.items() if v > 0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +140,11 @@ class Policy:
     isolate_non_gpu: bool
     # (API group, kind) -> where its pod templates are; added to (and overriding) templates.BUILTIN.
     custom_templates: Mapping[tuple[str, str], Templates]
+    # DRA device classes that are GPUs: a claim resolved to any of them holds a GPU.
+    gpu_device_classes: frozenset[str]
+    # The live cluster (webhook.clusterview), or None: not watched, or not synced yet. The
+    # pre-flight rules say nothing without it; never deny on missing data.
+    cluster: ClusterView | None
 
     def mode(self, rule_id: str) -> Mode:
         # `modes` is complete when built from config; an id it lacks is judged strictly.
@@ -210,6 +266,8 @@ class Rule:
     triggers: tuple[Trigger, ...]  # every pod it can fire on contains one of these
     example: dict[str, Any]  # a Pod it fires on; the README shows the message it gets
     default_mode: Mode = Mode.DENY
+    # Node objects of the cluster the example runs against (pre-flight rules need one)
+    example_nodes: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,455 @@
+"""The cluster view: Nodes and DRA objects, listed and watched off the event loop.
+
+One thread per watched resource runs the informer protocol through the official `kubernetes`
+client: a paginated list (`limit`/`continue`), then a watch from the list's resourceVersion
+with bookmarks; a watch that ends is resumed from the last resourceVersion seen (bookmarks
+included), a `410 Gone` (expired version or continue token) starts a fresh list, and any other
+failure is retried with capped, jittered backoff. Each thread keeps only what the policy reads
+(webhook.policy.nodes.node_key for Nodes; device class names for claims), and a publisher
+thread turns the stores into one immutable `ClusterView`, at most every `min_interval`, handed
+to the event loop with `call_soon_threadsafe`. The request path never waits on any of this: it
+reads whichever view was last handed over.
+
+The view is published as None (pre-flight rules silent) until Nodes are listed, and again
+whenever the node watch is broken and not yet re-established: a stale picture of the cluster
+is not a reason to warn anyone.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from .policy.nodes import NodeKey, group_nodes, node_key
+from .policy.types import ClusterView
+
+log = logging.getLogger("gpu-policy.clusterview")
+
+DRA_GROUP = "resource.k8s.io"
+DRA_VERSIONS = ("v1", "v1beta2", "v1beta1")  # served by 1.34+, 1.33+, 1.32+ (newest first)
+
+
+class Gone(Exception):
+    """410: the resourceVersion (or continue token) is too old; list again."""
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """How patient the watch is. Production values by default; tests shorten them."""
+
+    page: int = 500  # items per list page
+    watch_seconds: tuple[int, int] = (300, 600)  # server-side watch timeout, random in range (client-go's)
+    read_seconds: float = 90.0  # no byte for this long (bookmarks arrive every minute): reconnect
+    connect_seconds: float = 5.0
+    backoff: tuple[float, float] = (0.5, 30.0)  # first and largest wait after a failure
+    min_interval: float = 0.05  # between two published views
+
+
+# ---------------------------------------------------------------- what is kept of each object
+
+
+def _claim_classes(spec: Any) -> tuple[str, ...] | None:
+    """Device class names a claim spec requests: requests[].exactly.deviceClassName (v1, v1beta2),
+    requests[].deviceClassName (v1beta1), and every firstAvailable[].deviceClassName."""
+    devices = spec.get("devices") if isinstance(spec, dict) else None
+    requests = devices.get("requests") if isinstance(devices, dict) else None
+    if not isinstance(requests, list):
+        return ()
+    out: list[str] = []
+    for r in requests:
+        if not isinstance(r, dict):
+            continue
+        for holder in (r.get("exactly"), r, *(r.get("firstAvailable") or ())):
+            if isinstance(holder, dict) and isinstance(holder.get("deviceClassName"), str):
+                out.append(holder["deviceClassName"])
+    return tuple(sorted(set(out)))
+
+
+def _namespaced(obj: Any) -> tuple[str, str] | None:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+        return None
+    return (str(meta.get("namespace") or ""), meta["name"])
+
+
+def reduce_claim(obj: Any) -> tuple[Any, Any] | None:
+    key = _namespaced(obj)
+    return None if key is None else (key, _claim_classes(obj.get("spec")))
+
+
+def reduce_claim_template(obj: Any) -> tuple[Any, Any] | None:
+    key = _namespaced(obj)
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    return None if key is None else (key, _claim_classes(spec.get("spec")))
+
+
+def reduce_device_class(obj: Any) -> tuple[Any, Any] | None:
+    key = _namespaced(obj)
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    name = spec.get("extendedResourceName")
+    return None if key is None else (key[1], name if isinstance(name, str) else "")
+
+
+# ---------------------------------------------------------------- one resource, listed and watched
+
+
+class Reflector:
+    """List + watch of one resource into `store` (key -> reduced value), in its own thread."""
+
+    def __init__(
+        self,
+        name: str,
+        call: Callable[..., Any],
+        reduce: Callable[[Any], tuple[Any, Any] | None],
+        changed: Callable[[], None],
+        stop: threading.Event,
+        timing: Timing,
+        metrics: Any = None,
+    ) -> None:
+        self.name = name
+        self.call = call  # the client's list function (list_node, list_cluster_custom_object partial)
+        self.reduce = reduce
+        self.changed = changed
+        self.stop = stop
+        self.timing = timing
+        self.metrics = metrics
+        self.lock = threading.Lock()
+        self.store: dict[Any, Any] = {}
+        self.synced = False  # listed at least once
+        self.connected = False  # the last list or watch connection succeeded
+        self.resource_version = ""
+        self.reconnected: Callable[[], None] = lambda: None  # after a broken watch is re-established
+        self._canon: dict[Any, Any] = {}  # equal values share one object (5,000 nodes, a few pools)
+
+    def _count(self, what: str) -> None:
+        if self.metrics is not None:
+            getattr(self.metrics, what)[self.name] += 1
+
+    def _value(self, value: Any) -> Any:
+        return self._canon.setdefault(value, value)
+
+    def list(self) -> str:
+        """A full, paginated list that replaces the store; the resourceVersion to watch from."""
+        self._count("view_relists")
+        items: dict[Any, Any] = {}
+        token = ""
+        self._canon = {}
+        while True:
+            kwargs: dict[str, Any] = {"limit": self.timing.page}
+            if token:
+                kwargs["_continue"] = token
+            data = self._get(**kwargs)
+            for obj in data.get("items") or ():
+                reduced = self.reduce(obj)
+                if reduced is not None:
+                    items[reduced[0]] = self._value(reduced[1])
+            meta = data.get("metadata") or {}
+            token = meta.get("continue") or ""
+            if not token:
+                break
+        with self.lock:
+            self.store = items
+            self.synced = True
+            self.connected = True
+        self.changed()
+        return str(meta.get("resourceVersion") or "")
+
+    def _get(self, **kwargs: Any) -> dict[str, Any]:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            response = self.call(
+                _preload_content=False,
+                _request_timeout=(self.timing.connect_seconds, self.timing.read_seconds),
+                **kwargs,
+            )
+        except ApiException as exc:
+            if exc.status == 410:
+                raise Gone(str(exc.reason)) from None
+            raise
+        try:
+            data = orjson.loads(response.data)
+        finally:
+            response.release_conn()
+        if not isinstance(data, dict):
+            raise ValueError(f"{self.name}: the list is not a JSON object")
+        return data
+
+    def watch(self, resource_version: str, was_broken: bool) -> str:
+        """One watch connection; returns the last resourceVersion seen when it ends normally."""
+        from kubernetes.client.exceptions import ApiException
+        from kubernetes.watch.watch import iter_resp_lines
+
+        low, high = self.timing.watch_seconds
+        try:
+            response = self.call(
+                watch=True,
+                resource_version=resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=random.randint(low, high),
+                _preload_content=False,
+                _request_timeout=(self.timing.connect_seconds, self.timing.read_seconds),
+            )
+        except ApiException as exc:
+            if exc.status == 410:
+                raise Gone(str(exc.reason)) from None
+            raise
+        if not self.connected:
+            with self.lock:
+                self.connected = True
+            self.changed()
+        if was_broken:
+            self.reconnected()
+        try:
+            for line in _lines(iter_resp_lines(response), self.stop):
+                event = orjson.loads(line)
+                kind, obj = event.get("type"), event.get("object")
+                if kind == "ERROR":
+                    code = obj.get("code") if isinstance(obj, dict) else None
+                    if code == 410:
+                        raise Gone(str(obj.get("message")))
+                    raise ApiException(status=code or 500, reason=str(obj))
+                meta = obj.get("metadata") if isinstance(obj, dict) else None
+                if isinstance(meta, dict) and meta.get("resourceVersion"):
+                    resource_version = str(meta["resourceVersion"])
+                if kind == "BOOKMARK":
+                    continue
+                reduced = self.reduce(obj)
+                if reduced is None:
+                    continue
+                key, value = reduced
+                with self.lock:
+                    if kind == "DELETED":
+                        before = self.store.pop(key, None)
+                        now = None
+                    else:
+                        before = self.store.get(key)
+                        now = self.store[key] = self._value(value)
+                if before != now:
+                    self.changed()
+        finally:
+            response.close()
+            response.release_conn()
+        return resource_version
+
+    def run(self) -> None:
+        """The informer loop, until `stop` is set."""
+        first, most = self.timing.backoff
+        wait = first
+        resource_version = ""
+        broken = False
+        while not self.stop.is_set():
+            try:
+                if not resource_version:
+                    resource_version = self.list()
+                    if broken:
+                        self.reconnected()
+                    broken = False
+                resource_version = self.watch(resource_version, broken)
+                broken = False
+                wait = first
+            except Gone as exc:
+                log.info("%s: %s; listing again", self.name, exc)
+                resource_version = ""
+            except Exception as exc:  # unreachable, RBAC, a dropped connection: retried
+                self._count("view_errors")
+                if not broken:
+                    log.warning("%s: watch broken (%s); retrying with backoff", self.name, _short(exc))
+                broken = True
+                with self.lock:
+                    was, self.connected = self.connected, False
+                if was:
+                    self.changed()
+                self.stop.wait(wait * random.uniform(0.8, 1.2))
+                wait = min(wait * 2, most)
+
+
+def _lines(lines: Iterator[str], stop: threading.Event) -> Iterator[str]:
+    for line in lines:
+        if stop.is_set():
+            return
+        if line:
+            yield line
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
+
+
+# ---------------------------------------------------------------- the whole view
+
+
+class ClusterWatcher:
+    """Nodes, and (where the cluster serves resource.k8s.io) DeviceClasses, ResourceClaims and
+    ResourceClaimTemplates, published together as one `ClusterView`."""
+
+    def __init__(
+        self,
+        api_client: Any,
+        publish: Callable[[ClusterView | None], None],
+        timing: Timing | None = None,
+        metrics: Any = None,
+    ) -> None:
+        from kubernetes import client
+
+        self.api_client = api_client
+        self.publish = publish
+        self.timing = timing or Timing()
+        self.metrics = metrics
+        self.stop = threading.Event()
+        self.dirty = threading.Event()
+        self.reconnected: Callable[[], None] = lambda: None
+        core = client.CoreV1Api(api_client)
+        self.nodes = Reflector("nodes", core.list_node, node_key, self.dirty.set, self.stop, self.timing, metrics)
+        self.nodes.reconnected = lambda: self.reconnected()
+        self.dra: dict[str, Reflector] = {}
+        self.dra_state = "unknown"  # unknown | absent (not served) | forbidden | watched
+        self.threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        self._thread("nodes", self.nodes.run)
+        self._thread("dra", self._start_dra)
+        self._thread("publish", self._publisher)
+
+    def _thread(self, name: str, target: Callable[[], None]) -> None:
+        t = threading.Thread(target=target, name=f"clusterview-{name}", daemon=True)
+        t.start()
+        self.threads.append(t)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.dirty.set()
+
+    def _start_dra(self) -> None:
+        """Finds the newest resource.k8s.io version served, then watches its three resources."""
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        custom = client.CustomObjectsApi(self.api_client)
+        wait = self.timing.backoff[0]
+        while not self.stop.is_set():
+            try:
+                version = self._dra_version(custom)
+                break
+            except ApiException as exc:
+                if exc.status in (401, 403):
+                    log.warning(
+                        "cannot list resource.k8s.io deviceclasses (%s): DRA claims stay conservative and "
+                        "pre-flight rules are silent about device-plugin resources",
+                        exc.status,
+                    )
+                    self.dra_state = "forbidden"
+                    self.dirty.set()
+                    return
+            except Exception as exc:
+                log.debug("resource.k8s.io discovery failed (%s); retrying", _short(exc))
+            self.stop.wait(wait)
+            wait = min(wait * 2, self.timing.backoff[1])
+        else:
+            return
+        if version is None:
+            self.dra_state = "absent"
+            self.dirty.set()
+            return
+        self.dra_state = "watched"
+        log.info("watching resource.k8s.io/%s deviceclasses, resourceclaims, resourceclaimtemplates", version)
+        for plural, reduce in (
+            ("deviceclasses", reduce_device_class),
+            ("resourceclaims", reduce_claim),
+            ("resourceclaimtemplates", reduce_claim_template),
+        ):
+            call = _custom_list(custom, DRA_GROUP, version, plural)
+            reflector = Reflector(plural, call, reduce, self.dirty.set, self.stop, self.timing, self.metrics)
+            self.dra[plural] = reflector
+            self._thread(plural, reflector.run)
+
+    def _dra_version(self, custom: Any) -> str | None:
+        from kubernetes.client.exceptions import ApiException
+
+        for version in DRA_VERSIONS:
+            try:
+                response = custom.list_cluster_custom_object(
+                    DRA_GROUP,
+                    version,
+                    "deviceclasses",
+                    limit=1,
+                    _preload_content=False,
+                    _request_timeout=(self.timing.connect_seconds, self.timing.read_seconds),
+                )
+                response.release_conn()
+                return version
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+        return None
+
+    def view(self) -> ClusterView | None:
+        """The current view, or None while nodes are not listed or their watch is broken."""
+        with self.nodes.lock:
+            if not (self.nodes.synced and self.nodes.connected):
+                return None
+            pairs: list[tuple[str, NodeKey]] = list(self.nodes.store.items())
+        claims = templates = None
+        extended: frozenset[str] | None = None
+        if self.dra_state == "absent":
+            extended = frozenset()
+        elif self.dra_state == "watched":
+            tables = {}
+            for plural, r in self.dra.items():
+                with r.lock:
+                    tables[plural] = dict(r.store) if r.synced else None
+            classes = tables.get("deviceclasses")
+            extended = None if classes is None else frozenset(v for v in classes.values() if v)
+            claims = tables.get("resourceclaims")
+            templates = tables.get("resourceclaimtemplates")
+        return ClusterView(
+            groups=group_nodes(pairs),
+            nodes=len(pairs),
+            claims=claims,
+            claim_templates=templates,
+            dra_extended=extended,
+        )
+
+    def _publisher(self) -> None:
+        while not self.stop.is_set():
+            self.dirty.wait()
+            if self.stop.is_set():
+                return
+            self.dirty.clear()
+            try:
+                self.publish(self.view())
+            except Exception:  # never let the publisher die: the next change tries again
+                log.exception("publishing the cluster view failed")
+            self.stop.wait(self.timing.min_interval)
+
+
+def _custom_list(custom: Any, group: str, version: str, plural: str) -> Callable[..., Any]:
+    def call(**kwargs: Any) -> Any:
+        return custom.list_cluster_custom_object(group, version, plural, **kwargs)
+
+    return call
+
+
+def load_client(timeout: float = 5.0) -> tuple[Any, str] | None:
+    """An ApiClient from in-cluster config, else the kubeconfig; None (with why) when neither exists."""
+    from kubernetes import client, config
+
+    configuration = client.Configuration()
+    try:
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call,unused-ignore]
+        where = "in-cluster"
+    except config.ConfigException:
+        try:
+            config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call,unused-ignore]
+            where = "kubeconfig"
+        except Exception as exc:  # no file, no context: no cluster (make run)
+            log.info("cluster view off: no in-cluster config and no usable kubeconfig (%s)", _short(exc))
+            return None
+    return client.ApiClient(configuration), where
