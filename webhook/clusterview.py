@@ -18,8 +18,10 @@ is not a reason to warn anyone.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -251,9 +253,14 @@ class Reflector:
                     if broken:
                         self.reconnected()
                     broken = False
+                started = time.monotonic()
                 resource_version = self.watch(resource_version, broken)
                 broken = False
-                wait = first
+                if time.monotonic() - started < 1.0:  # ended at once: never a tight reconnect loop
+                    self.stop.wait(wait * random.uniform(0.8, 1.2))
+                    wait = min(wait * 2, most)
+                else:
+                    wait = first
             except Gone as exc:
                 log.info("%s: %s; listing again", self.name, exc)
                 resource_version = ""
@@ -383,6 +390,7 @@ class ClusterWatcher:
                     _preload_content=False,
                     _request_timeout=(self.timing.connect_seconds, self.timing.read_seconds),
                 )
+                response.drain_conn()  # a connection goes back to the pool only with its body read
                 response.release_conn()
                 return version
             except ApiException as exc:
@@ -447,7 +455,9 @@ def load_client(timeout: float = 5.0) -> tuple[Any, str] | None:
         where = "in-cluster"
     except config.ConfigException:
         try:
-            config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call,unused-ignore]
+            # KUBECONFIG read now (the client reads it once, at import), a path list as kubectl allows
+            path = os.environ.get("KUBECONFIG") or "~/.kube/config"
+            config.load_kube_config(config_file=path, client_configuration=configuration)  # type: ignore[no-untyped-call,unused-ignore]
             where = "kubeconfig"
         except Exception as exc:  # no file, no context: no cluster (make run)
             log.info("cluster view off: no in-cluster config and no usable kubeconfig (%s)", _short(exc))

@@ -18,7 +18,7 @@ def gpus(n: Any, name: str = "train", resource: str = GPU, **extra: Any) -> dict
 def test_the_issue_table_eight_gpus_where_the_largest_t4_node_has_four() -> None:
     (v,) = run(pod(gpus(8), nodeSelector={"accelerator": "nvidia-t4"}, tolerations=TOLERATE), CLUSTER, ID)
     assert v.path == 'spec.containers[0].resources.limits["nvidia.com/gpu"]'
-    assert "asks for 8 nvidia.com/gpu in all, but the largest matching node (accelerator=nvidia-t4) has 4" in v.detail
+    assert "requests 8 in all, but the largest matching node (accelerator=nvidia-t4) has 4" in v.detail
     assert "at most 4 per pod" in v.fix
     # Without a selector, the largest GPU node anywhere decides; it names the pool.
     (v,) = run(pod(gpus(8)), CLUSTER, ID)
@@ -38,15 +38,15 @@ def test_counted_as_the_scheduler_counts_app_containers_summed_init_at_their_lar
     assert run(two, CLUSTER, ID) == []
     # 3 + 2 = 5 does not.
     (v,) = run(pod(gpus(3, "a"), gpus(2, "b")), CLUSTER, ID)
-    assert "asks for 5 nvidia.com/gpu in all" in v.detail
+    assert "requests 5 in all" in v.detail
     assert v.container == "a"  # the path names the largest asker
     # A sidecar (restartPolicy Always) runs beside the app containers: 1 + 4 = 5.
     sidecar = {**gpus(1, "sidecar"), "restartPolicy": "Always"}
     (v,) = run(pod(gpus(4), initContainers=[sidecar]), CLUSTER, ID)
-    assert "asks for 5 nvidia.com/gpu" in v.detail
+    assert "requests 5 in all" in v.detail
     # Requests alone count too (templates), and limits win nowhere: requests equal limits.
     only_requests = {**container("r"), "resources": {"requests": {GPU: "6"}}}
-    assert "asks for 6" in run(pod(only_requests), CLUSTER, ID)[0].detail
+    assert "requests 6 in all" in run(pod(only_requests), CLUSTER, ID)[0].detail
 
 
 def test_taints_and_cordons_rule_out_nodes_for_pods_but_not_for_templates() -> None:

@@ -19,8 +19,8 @@ def test_the_issue_table_plain_gpu_pinned_to_mig_mixed_a30s() -> None:
     (v,) = run(pod(asks(GPU), nodeSelector={"accelerator": "nvidia-a30"}, tolerations=TOLERATE), CLUSTER, ID)
     assert v.path == 'spec.containers[0].resources.limits["nvidia.com/gpu"]'
     assert v.detail == (
-        "asks for nvidia.com/gpu, which no matching node (accelerator=nvidia-a30) advertises: "
-        "they advertise nvidia.com/mig-1g.6gb, nvidia.com/mig-2g.12gb"
+        "is advertised by no matching node (accelerator=nvidia-a30); "
+        "they offer nvidia.com/mig-1g.6gb, nvidia.com/mig-2g.12gb"
     )
     assert v.fix == "request one of nvidia.com/mig-1g.6gb, nvidia.com/mig-2g.12gb"
     # And the MIG pod on the A30s is fine.
@@ -31,12 +31,12 @@ def test_the_issue_table_plain_gpu_pinned_to_mig_mixed_a30s() -> None:
 def test_a_profile_or_shared_name_nobody_advertises_names_the_clusters_gpu_resources() -> None:
     (v,) = run(pod(asks("nvidia.com/mig-3g.20gb")), CLUSTER, ID)
     # The GPU nodes are tainted nvidia.com/gpu: untolerated, so only CPU nodes match; the cluster is named.
-    assert "which no node advertises: the cluster's GPU nodes advertise nvidia.com/gpu, nvidia.com/mig-1g" in v.detail
+    assert "is advertised by no node; GPU nodes offer nvidia.com/gpu, nvidia.com/mig-1g" in v.detail
     (v,) = run(pod(asks("nvidia.com/gpu.shared")), CLUSTER, ID)
-    assert "nvidia.com/gpu.shared, which no node advertises" in v.detail
+    assert v.path.endswith('["nvidia.com/gpu.shared"]') and "is advertised by no node" in v.detail
     # Pinned to CPU nodes: those advertise no GPU, so the cluster's GPU resources are named.
     (v,) = run(pod(asks(GPU), nodeSelector={"pool": "cpu"}), CLUSTER, ID)
-    assert "they" not in v.detail and "the cluster's GPU nodes advertise nvidia.com/gpu, nvidia.com/mig-" in v.detail
+    assert "they" not in v.detail and "GPU nodes offer nvidia.com/gpu, nvidia.com/mig-" in v.detail
 
 
 def test_a_cluster_without_any_gpu_and_dra_served_names() -> None:

@@ -55,7 +55,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
             _at(
                 view,
                 resource,
-                f"asks for {count(need)} {resource} in all, but the largest matching node{found.selector()} "
+                f"requests {count(need)} in all, but the largest matching node{found.selector()} "
                 f"has {count(largest)} ({names[0]}{', ' + pool if pool else ''})",
                 f"ask for at most {count(largest)} per pod and spread the work over more pods (a multi-node "
                 "job), or select a node pool with more GPUs per node",

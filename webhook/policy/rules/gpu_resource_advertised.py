@@ -29,7 +29,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
             continue
         near = found.offered(policy, found.matched)
         if near:
-            offer = f"they advertise {', '.join(near)}"
+            offer = f"they offer {', '.join(near)}"
         else:
             everywhere = found.offered(policy)
             offer = (
@@ -44,7 +44,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
             c.violation(
                 ID,
                 c.resource_path(side, resource),
-                f"asks for {resource}, which no {nodes} advertises: {offer}",
+                f"is advertised by no {nodes}; {offer}",
                 f"request one of {', '.join(near)}"
                 if near
                 else "request a resource the GPU nodes advertise, or select the nodes that advertise this one",
