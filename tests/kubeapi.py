@@ -199,7 +199,7 @@ class KubeApi:
 
     def _drop(self) -> None:
         for response in list(self.streams):
-            transport = response._req.transport if response._req is not None else None  # noqa: SLF001
+            transport = response._req.transport if response._req is not None else None
             if transport is not None:
                 transport.abort()
         self.streams.clear()
@@ -326,7 +326,7 @@ class KubeApi:
             while time.monotonic() < deadline:
                 try:
                     item = await asyncio.wait_for(queue.get(), timeout=self.bookmark_seconds)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     item = "bookmark"
                 while self.stalled.is_set():  # a hung server: the connection is open, nothing arrives
                     await asyncio.sleep(0.05)

@@ -159,20 +159,30 @@ def test_deployment_is_hardened_and_highly_available(tmp_path: Path) -> None:
     assert find(docs, "PodDisruptionBudget")["spec"]["minAvailable"] == 1
     quota = find(docs, "ResourceQuota")
     assert quota["spec"]["scopeSelector"]["matchExpressions"][0]["values"] == ["system-cluster-critical"]
-    # The token is mounted only because clusterVersion is auto (it reads /version).
+    # The token is mounted only because clusterVersion is auto (/version) or the cluster view is on.
     assert pod["automountServiceAccountToken"] is True
-    pinned = render({"policy": {"clusterVersion": "1.27"}}, tmp=tmp_path)
+    pinned = render({"policy": {"clusterVersion": "1.27", "server": {"clusterView": "off"}}}, tmp=tmp_path)
     assert find(pinned, "Deployment")["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
     single = render({"replicaCount": 1}, tmp=tmp_path)
     assert not [d for d in single if d["kind"] == "PodDisruptionBudget"]
 
 
 def test_rbac_is_least_privilege(tmp_path: Path) -> None:
+    """tests/test_cluster_view.py checks these rules against what the server really asks."""
     role = find(render(tmp=tmp_path), "ClusterRole")
     assert role["rules"] == [
         {"nonResourceURLs": ["/version", "/version/"], "verbs": ["get"]},
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
+        {
+            "apiGroups": ["resource.k8s.io"],
+            "resources": ["deviceclasses", "resourceclaims", "resourceclaimtemplates"],
+            "verbs": ["list", "watch"],
+        },
     ]
+    off = {"policy": {"clusterVersion": "1.30", "server": {"clusterView": "off"}}}
+    docs = render(off, tmp=tmp_path)
+    assert find(docs, "ClusterRole")["rules"] == [{"nonResourceURLs": ["/version", "/version/"], "verbs": ["get"]}]
+    assert find(docs, "Deployment")["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
 
 
 def test_release_namespace_cannot_be_removed_from_exclusions(tmp_path: Path) -> None:

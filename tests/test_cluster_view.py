@@ -27,6 +27,7 @@ from tests.helpers import (
     node_table,
     pod,
 )
+from tests.chart import find, render
 from tests.kubeapi import KubeApi
 from webhook.clusterview import ClusterWatcher, Timing, load_client
 from webhook.policy.types import ClusterView
@@ -261,7 +262,7 @@ def synced(server: Server) -> str:
         text = client.get("/readyz").body.decode()
     finally:
         client.close()
-    return text if "synced (" in text and "not synced" not in text else ""
+    return text if "synced (" in text and "not synced" not in text and "pending" not in text else ""
 
 
 def warnings(server: Server, obj: dict[str, Any]) -> list[str]:
@@ -307,6 +308,24 @@ def test_the_issue_table_through_the_server(kube: KubeApi, tmp_path: Path) -> No
         assert "gpu_policy_cluster_view_synced 1.0" in metrics and "gpu_policy_cluster_view_nodes 10.0" in metrics
     finally:
         server.stop()
+    # The chart's ClusterRole grants exactly what the server asked of the API server.
+    used = set()
+    for _method, path, query in kube.requests:
+        if path.startswith("/version"):
+            used.add(("nonResource", path, "get"))
+            continue
+        parts = path.strip("/").split("/")
+        group, resource = ("", parts[2]) if parts[0] == "api" else (parts[1], parts[3])
+        used.add((group, resource, "watch" if query.get("watch") == "True" else "list"))
+    granted = set()
+    for rule in find(render(tmp=tmp_path), "ClusterRole")["rules"]:
+        for verb in rule["verbs"]:
+            granted |= {("nonResource", url, verb) for url in rule.get("nonResourceURLs", ())}
+            granted |= {(g, r, verb) for g in rule.get("apiGroups", ()) for r in rule.get("resources", ())}
+    assert used - granted == set()
+    assert {(g, r, v) for g, r, v in granted if g != "nonResource"} == {
+        (g, r, v) for g, r, v in used if g != "nonResource"
+    }
 
 
 def test_dra_claims_resolved_to_classes_decide_isolation(kube: KubeApi, tmp_path: Path) -> None:
