@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.chart import find, render
 from tests.helpers import (
     GPU,
     GPU_TAINT,
@@ -27,7 +28,6 @@ from tests.helpers import (
     node_table,
     pod,
 )
-from tests.chart import find, render
 from tests.kubeapi import KubeApi
 from webhook.clusterview import ClusterWatcher, Timing, load_client
 from webhook.policy.types import ClusterView
