@@ -176,10 +176,15 @@ class KubeApi:
         app = web.Application(middlewares=[self._auth])
         app.router.add_get("/version", self._version)
         app.router.add_get("/version/", self._version)  # the client's VersionApi asks this one
+        app.router.add_get("/api", self._core_versions)
+        app.router.add_get("/apis", self._groups)
+        app.router.add_get("/api/{version}", self._resources)
+        app.router.add_get("/apis/{group}/{version}", self._resources)
         app.router.add_get("/api/{version}/{plural}", self._collection)
         app.router.add_get("/api/{version}/namespaces/{namespace}/{plural}", self._collection)
         app.router.add_get("/apis/{group}/{version}/{plural}", self._collection)
         app.router.add_get("/apis/{group}/{version}/namespaces/{namespace}/{plural}", self._collection)
+        app.router.add_get("/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}", self._get)
         app.router.add_post("/apis/{group}/{version}/namespaces/{namespace}/{plural}", self._create)
         app.router.add_put("/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}", self._replace)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -354,6 +359,44 @@ class KubeApi:
             self.watchers[plural].discard(queue)
             self.streams.discard(response)
         return response
+
+    async def _core_versions(self, _request: web.Request) -> web.Response:
+        return web.json_response({"kind": "APIVersions", "versions": ["v1"]})
+
+    async def _groups(self, _request: web.Request) -> web.Response:
+        """The APIGroupList: every group this instance serves, newest version preferred."""
+        groups = []
+        for group, versions in sorted(self.served.items()):
+            if not group:
+                continue
+            listed = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+            groups.append({"name": group, "versions": listed, "preferredVersion": listed[0]})
+        return web.json_response({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+
+    async def _resources(self, request: web.Request) -> web.Response:
+        """The APIResourceList of one group version (with a status subresource, as real lists have)."""
+        group, version = request.match_info.get("group", ""), request.match_info["version"]
+        if version not in self.served.get(group, ()):
+            return web.json_response(status(404, "NotFound", "not found"), status=404)
+        resources = []
+        for plural, (g, kind, namespaced) in KINDS.items():
+            if g == group:
+                verbs = ["create", "delete", "get", "list", "patch", "update", "watch"]
+                resources.append({"name": plural, "kind": kind, "namespaced": namespaced, "verbs": verbs})
+                resources.append({"name": f"{plural}/status", "kind": kind, "namespaced": namespaced, "verbs": ["get"]})
+        gv = f"{group}/{version}" if group else version
+        return web.json_response({"kind": "APIResourceList", "groupVersion": gv, "resources": resources})
+
+    async def _get(self, request: web.Request) -> web.Response:
+        plural = self._resolve(request)
+        obj = (
+            None
+            if plural is None
+            else self.objects[plural].get((request.match_info["namespace"], request.match_info["name"]))
+        )
+        if obj is None:
+            return web.json_response(status(404, "NotFound", "not found"), status=404)
+        return web.json_response(obj)
 
     async def _create(self, request: web.Request) -> web.Response:
         plural = self._resolve(request)

@@ -347,13 +347,7 @@ class ClusterWatcher:
                 break
             except ApiException as exc:
                 if exc.status in (401, 403):
-                    log.warning(
-                        "cannot list resource.k8s.io deviceclasses (%s): DRA claims stay conservative and "
-                        "pre-flight rules are silent about device-plugin resources",
-                        exc.status,
-                    )
-                    self.dra_state = "forbidden"
-                    self.dirty.set()
+                    self._forbidden(exc)
                     return
             except Exception as exc:
                 log.debug("resource.k8s.io discovery failed (%s); retrying", _short(exc))
@@ -361,21 +355,58 @@ class ClusterWatcher:
             wait = min(wait * 2, self.timing.backoff[1])
         else:
             return
+        for plural, reflector in self._dra_reflectors(custom, version).items():
+            self._thread(plural, reflector.run)
+
+    def _forbidden(self, exc: Any) -> None:
+        log.warning(
+            "cannot list resource.k8s.io deviceclasses (%s): DRA claims stay conservative and "
+            "pre-flight rules are silent about device-plugin resources",
+            exc.status,
+        )
+        self.dra_state = "forbidden"
+        self.dirty.set()
+
+    def _dra_reflectors(self, custom: Any, version: str | None) -> dict[str, Reflector]:
         if version is None:
             self.dra_state = "absent"
             self.dirty.set()
-            return
+            return {}
         self.dra_state = "watched"
-        log.info("watching resource.k8s.io/%s deviceclasses, resourceclaims, resourceclaimtemplates", version)
+        log.info("DRA: resource.k8s.io/%s deviceclasses, resourceclaims, resourceclaimtemplates", version)
         for plural, reduce in (
             ("deviceclasses", reduce_device_class),
             ("resourceclaims", reduce_claim),
             ("resourceclaimtemplates", reduce_claim_template),
         ):
             call = _custom_list(custom, DRA_GROUP, version, plural)
-            reflector = Reflector(plural, call, reduce, self.dirty.set, self.stop, self.timing, self.metrics)
-            self.dra[plural] = reflector
-            self._thread(plural, reflector.run)
+            self.dra[plural] = Reflector(plural, call, reduce, self.dirty.set, self.stop, self.timing, self.metrics)
+        return self.dra
+
+    def snapshot(self) -> ClusterView:
+        """One list of everything, no watch (`check --cluster`, `audit`); raises what the lists raise."""
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        self.nodes.list()
+        custom = client.CustomObjectsApi(self.api_client)
+        try:
+            reflectors = self._dra_reflectors(custom, self._dra_version(custom))
+        except ApiException as exc:
+            if exc.status not in (401, 403):
+                raise
+            self._forbidden(exc)
+            reflectors = {}
+        for reflector in reflectors.values():
+            try:
+                reflector.list()
+            except ApiException as exc:
+                if exc.status not in (401, 403):
+                    raise
+                log.warning("cannot list %s (%s): claims of that kind stay conservative", reflector.name, exc.status)
+        view = self.view()
+        assert view is not None  # nodes were just listed
+        return view
 
     def _dra_version(self, custom: Any) -> str | None:
         from kubernetes.client.exceptions import ApiException
@@ -445,19 +476,24 @@ def _custom_list(custom: Any, group: str, version: str, plural: str) -> Callable
     return call
 
 
-def load_client(timeout: float = 5.0) -> tuple[Any, str] | None:
-    """An ApiClient from in-cluster config, else the kubeconfig; None (with why) when neither exists."""
+def load_client(kubeconfig: str | None = None, context: str | None = None) -> tuple[Any, str] | None:
+    """An ApiClient from in-cluster config, else the kubeconfig; None (with why) when neither exists.
+    An explicit `kubeconfig` or `context` (the CLI's flags) skips the in-cluster config."""
     from kubernetes import client, config
 
     configuration = client.Configuration()
     try:
+        if kubeconfig or context:
+            raise config.ConfigException("a kubeconfig was asked for")
         config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call,unused-ignore]
         where = "in-cluster"
     except config.ConfigException:
         try:
             # KUBECONFIG read now (the client reads it once, at import), a path list as kubectl allows
-            path = os.environ.get("KUBECONFIG") or "~/.kube/config"
-            config.load_kube_config(config_file=path, client_configuration=configuration)  # type: ignore[no-untyped-call,unused-ignore]
+            path = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+            config.load_kube_config(  # type: ignore[no-untyped-call,unused-ignore]
+                config_file=path, context=context, client_configuration=configuration
+            )
             where = "kubeconfig"
         except Exception as exc:  # no file, no context: no cluster (make run)
             log.info("cluster view off: no in-cluster config and no usable kubeconfig (%s)", _short(exc))

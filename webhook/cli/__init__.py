@@ -1,5 +1,5 @@
 """`gpu-policy`: argument parsing and dispatch. Each command lives in its own module:
-serve (runner, drain, workers), offline (check and mutate), certs."""
+serve (runner, drain, workers), offline (check and mutate), cluster (audit, check --cluster), certs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 from .. import core_build, logs, package_version
 from ..config import ConfigError
 from ..reports import EXIT_INPUT
-from . import certs, offline, serve
+from . import certs, cluster, offline, serve
 
 
 def parser() -> argparse.ArgumentParser:
@@ -74,7 +74,32 @@ def parser() -> argparse.ArgumentParser:
                 action="store_true",
                 help="exit 1 also for kinds the policy does not police that request GPUs",
             )
+            c.add_argument(
+                "--cluster",
+                action="store_true",
+                help="judge against the live cluster's nodes (pre-flight rules: would it fit?)",
+            )
+            _cluster_flags(c)
         c.set_defaults(func=func)
+
+    a = sub.add_parser("audit", help="judge what already runs in the cluster, per namespace and rule")
+    a.add_argument("--config", help="YAML config file (default: built-in defaults)")
+    a.add_argument("--values", help="a Helm values file of the gpu-policy chart: judge as that chart would")
+    a.add_argument("--release-namespace", default="gpu-policy", help="with --values: the chart's namespace")
+    a.add_argument("--cluster-version", help="cluster version for version-gated rules (e.g. 1.27)")
+    a.add_argument("-n", "--namespace", help="only this namespace (default: all)")
+    a.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    a.add_argument("--page-size", type=int, default=500, help="objects per list request")
+    a.add_argument("--limit", type=int, default=200, help="text output: violations listed one by one at most")
+    a.add_argument(
+        "--strict", action="store_true", help="exit 1 also when an object would be denied if every warn rule were deny"
+    )
+    a.add_argument(
+        "--report", action="store_true", help="write wgpolicyk8s.io/v1alpha2 PolicyReports (one per namespace)"
+    )
+    a.add_argument("--report-file", help="write the PolicyReports as YAML to this file (- for stdout) instead")
+    _cluster_flags(a)
+    a.set_defaults(func=cluster.audit)
 
     cert = sub.add_parser("certs", help="write a CA and a serving certificate for the webhook Service")
     cert.add_argument("--out", required=True, help="folder for ca.crt, ca.key, tls.crt, tls.key")
@@ -85,6 +110,11 @@ def parser() -> argparse.ArgumentParser:
     cert.add_argument("--force", action="store_true", help="replace existing files")
     cert.set_defaults(func=certs.command)
     return p
+
+
+def _cluster_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+    p.add_argument("--context", help="kubeconfig context (default: the current one)")
 
 
 def main(argv: list[str] | None = None) -> int:

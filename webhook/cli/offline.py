@@ -25,6 +25,15 @@ from .settings import chart_view, from_args
 def check(args: argparse.Namespace) -> int:
     chart = chart_view(args)
     policy = from_args(args, chart).policy
+    if args.cluster:
+        from ..audit import ClusterError
+        from .cluster import with_cluster
+
+        try:
+            policy = with_cluster(args, policy)
+        except ClusterError as exc:
+            print(f"gpu-policy check --cluster: {exc}", file=sys.stderr)
+            return EXIT_INPUT
     results: list[Result] = []
     for doc in read(args.file):
         if isinstance(doc, InputError):

@@ -32,9 +32,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
             offer = f"they offer {', '.join(near)}"
         else:
             everywhere = found.offered(policy)
-            offer = (
-                f"the cluster's GPU nodes advertise {', '.join(everywhere)}" if everywhere else "no node offers a GPU"
-            )
+            offer = f"GPU nodes offer {', '.join(everywhere)}" if everywhere else "no node offers a GPU"
         nodes = "matching node" + found.selector() if found.where.describe() else "node"
         where = largest_container(view, resource)
         if where is None:

@@ -1,0 +1,160 @@
+"""The commands that read a live cluster: `audit`, and the view `check --cluster` judges against.
+
+Both connect with the kubeconfig (`--kubeconfig`, `--context`, else $KUBECONFIG and
+~/.kube/config) or, inside a pod, the in-cluster config. A cluster that cannot be read is exit
+code 2 with the reason, never a silent "all clear".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from typing import Any
+
+import yaml
+
+from ..audit import Audit, ClusterError, apply_reports, policy_reports, reports_served, run
+from ..policy import Mode, Policy
+from ..policy.engine import DENY_PREFIX
+from ..reports import EXIT_DENIED, EXIT_INPUT, EXIT_OK
+from .settings import chart_view, from_args
+
+
+def connect(args: argparse.Namespace) -> Any:
+    from ..clusterview import load_client
+
+    loaded = load_client(getattr(args, "kubeconfig", None), getattr(args, "context", None))
+    if loaded is None:
+        raise ClusterError("no cluster: no in-cluster config and no usable kubeconfig (--kubeconfig, $KUBECONFIG)")
+    return loaded[0]
+
+
+def with_cluster(args: argparse.Namespace, policy: Policy, client: Any = None) -> Policy:
+    """`policy` judging against the live cluster: its nodes and DRA objects, listed once."""
+    from kubernetes.client.exceptions import ApiException
+
+    from ..clusterview import ClusterWatcher
+
+    client = client if client is not None else connect(args)
+    try:
+        view = ClusterWatcher(client, lambda _view: None).snapshot()
+    except ApiException as exc:
+        raise ClusterError(f"listing nodes: {exc.status} {exc.reason} (RBAC: list nodes)") from None
+    except Exception as exc:
+        raise ClusterError(f"cannot reach the API server: {type(exc).__name__}: {exc}") from None
+    print(f"cluster: {view.nodes} nodes in {len(view.groups)} groups", file=sys.stderr)
+    return replace(policy, cluster=view)
+
+
+def audit(args: argparse.Namespace) -> int:
+    chart = chart_view(args)
+    policy = from_args(args, chart).policy
+
+    def progress(line: str) -> None:
+        print(f"audit: {line}", file=sys.stderr, flush=True)
+
+    try:
+        client = connect(args)
+        if args.report:
+            reports_served(client)
+        policy = with_cluster(args, policy, client)
+        result = run(client, policy, args.namespace, args.page_size, progress)
+        reports = policy_reports(result) if (args.report or args.report_file) else []
+        if args.report_file:
+            with open(args.report_file, "w", encoding="utf-8") if args.report_file != "-" else _stdout() as out:
+                yaml.safe_dump_all(reports, out, sort_keys=False)
+        if args.report:
+            apply_reports(client, reports)
+            progress(f"{len(reports)} PolicyReport(s) written (wgpolicyk8s.io/v1alpha2, name gpu-policy)")
+    except ClusterError as exc:
+        print(f"gpu-policy audit: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    if args.output == "json":
+        json.dump(audit_dict(result), sys.stdout, indent=2)
+        print()
+    elif args.report_file != "-":
+        write_text(result, args.limit)
+    if result.denied() or (args.strict and result.would_deny()):
+        return EXIT_DENIED
+    return EXIT_OK
+
+
+class _stdout:
+    def __enter__(self) -> Any:
+        return sys.stdout
+
+    def __exit__(self, *_exc: object) -> None:
+        sys.stdout.flush()
+
+
+def audit_dict(result: Audit) -> dict[str, Any]:
+    return {
+        "judged": dict(result.judged),
+        "seconds": round(result.seconds, 3),
+        "notServed": result.not_served,
+        "table": [
+            {"namespace": ns, "rule": rule, "denied": d, "warned": w, "deniedIfEnforced": e}
+            for ns, rule, d, w, e in result.table()
+        ],
+        "findings": [
+            {
+                "kind": f.kind.kind,
+                "apiVersion": f.kind.api_version,
+                "namespace": f.namespace,
+                "name": f.name,
+                "decision": f.outcome.decision.value,
+                "violations": [
+                    {"rule": v.rule, "mode": mode.value, "path": v.path, "message": v.describe()}
+                    for mode, v in f.violations()
+                ],
+            }
+            for f in result.findings
+        ],
+        "malformed": [{"object": o, "message": m} for o, m in result.malformed],
+        "summary": {
+            "deniedToday": len(result.denied()),
+            "warnedToday": sum(1 for f in result.findings if f.outcome.violations(Mode.WARN)),
+            "deniedIfEnforced": len(result.would_deny()),
+        },
+    }
+
+
+def write_text(result: Audit, limit: int) -> None:
+    out = sys.stdout
+    judged = sum(result.judged.values())
+    kinds = ", ".join(f"{n} {k}" for k, n in sorted(result.judged.items()) if n)
+    print(f"judged {judged} object(s) in {result.seconds:.1f} s: {kinds or 'none'}", file=out)
+    if result.not_served:
+        print(
+            f"{len(result.not_served)} policed kinds not served here (their CRDs are not installed): "
+            f"{', '.join(result.not_served)}",
+            file=out,
+        )
+    rows = result.table()
+    if rows:
+        widths = [max(len("NAMESPACE"), *(len(r[0]) for r in rows)), max(len("RULE"), *(len(r[1]) for r in rows))]
+        print(f"\n{'NAMESPACE':<{widths[0]}}  {'RULE':<{widths[1]}}  DENIED  WARNED  DENIED-IF-ENFORCED", file=out)
+        for ns, rule, d, w, e in rows:
+            print(f"{ns:<{widths[0]}}  {rule:<{widths[1]}}  {d:>6}  {w:>6}  {e:>18}", file=out)
+        print(file=out)
+    shown = 0
+    for f in result.findings:
+        for mode, v in f.violations():
+            if shown >= limit:
+                break
+            word = {Mode.DENY: "DENY ", Mode.WARN: "WARN ", Mode.AUDIT: "AUDIT"}[mode]
+            print(f"{word} {f.kind.kind} {f.namespace}/{f.name}: {v.describe()}", file=out)
+            shown += 1
+    total = sum(len(f.violations()) for f in result.findings)
+    if total > shown:
+        print(f"... {total - shown} more (--limit, or -o json for all)", file=out)
+    for obj, message in result.malformed:
+        print(f"ERROR {obj}: {message}", file=out)
+    print(
+        f"{len(result.denied())} object(s) denied today ({DENY_PREFIX.strip()}), "
+        f"{sum(1 for f in result.findings if f.outcome.violations(Mode.WARN))} warned; "
+        f"{len(result.would_deny())} would be denied if every warn rule were deny",
+        file=out,
+    )
