@@ -82,7 +82,7 @@ def test_alerts_and_dashboard_use_only_real_metrics(start_server: Callable[..., 
         ]
     )
     panels = {p["title"]: [t["expr"] for t in p["targets"]] for p in dashboard["panels"]}
-    assert len(alerts) == 6 and len(panels) >= 6
+    assert len(alerts) == 7 and len(panels) >= 6
     monitor = find(docs, "ServiceMonitor")
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
     service_ports = {p["name"] for p in find(docs, "Service")["spec"]["ports"]}

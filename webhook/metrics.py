@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector
 
 from . import package_version
 
+VIEW_RESOURCES = ("nodes", "deviceclasses", "resourceclaims", "resourceclaimtemplates")
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
 
@@ -40,8 +41,9 @@ class Metrics(Collector):
         # The cluster view (webhook.clusterview): -1 when it is off; 0 not synced; 1 synced.
         self.view_synced = -1
         self.view_nodes = 0
-        self.view_relists: defaultdict[str, int] = defaultdict(int)  # by resource
-        self.view_errors: defaultdict[str, int] = defaultdict(int)  # by resource
+        # by resource; every resource present from the start, so rate() and absent() work at once
+        self.view_relists: defaultdict[str, int] = defaultdict(int, dict.fromkeys(VIEW_RESOURCES, 0))
+        self.view_errors: defaultdict[str, int] = defaultdict(int, dict.fromkeys(VIEW_RESOURCES, 0))
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
 
