@@ -387,6 +387,9 @@ def _latencies(server: Server, n: int) -> list[float]:
 
 
 def test_a_hung_or_killed_api_server_never_delays_admission(kube: KubeApi, tmp_path: Path) -> None:
+    """Also: the API server comes back upgraded (1.27 -> 1.28) and the version-gated mutation
+    follows at the reconnect, long before clusterVersionSeconds (300 s) would have."""
+    kube.git_version = "v1.27.16-gke.1287000"
     kube.put(*node_table())
     server = serve(kube, tmp_path)
     try:
@@ -399,6 +402,7 @@ def test_a_hung_or_killed_api_server_never_delays_admission(kube: KubeApi, tmp_p
         kube.stop()  # killed: connections cut, nothing answers
         killed = _latencies(server, 300)
         kube.put(node("while-killed", {"accelerator": "nvidia-a100"}, {GPU: "8"}))
+        kube.git_version = "v1.28.15-gke.1344000"
         kube.start()
         wait_for(lambda: synced(server), timeout=20, why="re-synced after the restart")
         eight = pod(gpus(8), name="eight", tolerations=TOLERATE)
@@ -411,5 +415,6 @@ def test_a_hung_or_killed_api_server_never_delays_admission(kube: KubeApi, tmp_p
         for name in ("stalled", "killed"):
             assert figures[name][1] < max(5 * figures["watching"][1], 20), figures
         assert "cluster view lost" in server.log.read_text()
+        wait_for(lambda: "cluster version changed: 1.27 -> 1.28" in server.log.read_text(), why="version re-read")
     finally:
         server.stop()

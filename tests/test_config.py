@@ -165,3 +165,15 @@ def test_gpu_model_integrations_and_exemptions() -> None:
         "integrations.kai.schedulers: unknown key (did you mean integrations.kai.schedulerNames?)",
         "integrations.hamI: unknown key (did you mean integrations.hami?)",
     ]
+
+
+def test_cluster_view_and_device_classes() -> None:
+    s = from_mapping({}, environ={})
+    assert s.cluster_view and s.policy.cluster is None  # on when a cluster is reachable; no view until synced
+    assert s.policy.gpu_device_classes == frozenset({"gpu.nvidia.com", "mig.nvidia.com"})
+    assert not from_mapping({"server": {"clusterView": "off"}}, environ={}).cluster_view
+    assert problems({"server": {"clusterView": True}, "gpuDeviceClasses": ["gpu.nvidia.com", "Bad_Class", ""]}) == [
+        "gpuDeviceClasses[2]: must be a non-empty string, got ''",
+        "gpuDeviceClasses[1]: 'Bad_Class' is not a DeviceClass name",
+        "server.clusterView: must be auto or off, got True",
+    ]
