@@ -116,6 +116,16 @@ class Placement:
     tolerations: tuple[Mapping[str, Any], ...]
     judge_taints: bool  # Pods only: a template's tolerations may still be added by others
 
+    def key(self) -> Any:
+        """A hashable identity of the placement (the memo key of `matching`)."""
+        return (
+            self.node_name,
+            tuple(sorted(self.selector.items())),
+            self.terms,
+            tuple(tuple(sorted((str(k), str(v)) for k, v in t.items())) for t in self.tolerations),
+            self.judge_taints,
+        )
+
     def describe(self) -> str:
         """The selector as people write it, for messages: "accelerator=nvidia-t4"."""
         parts = [f"{k}={v}" for k, v in self.selector.items()]
@@ -249,8 +259,20 @@ def names_nodes(where: Placement) -> bool:
 def matching(
     view: ClusterView, where: Placement, extended: Iterable[str] = ()
 ) -> list[tuple[NodeGroup, tuple[str, ...]]]:
-    """(group, the names of its nodes that match) for every group with a matching node."""
-    extended = tuple(extended)
+    """(group, the names of its nodes that match) for every group with a matching node.
+    Memoised per placement on the view: the pods of one workload all ask the same question."""
+    extended = tuple(sorted(extended))
+    key = ("match", where.key(), extended)
+    found: list[tuple[NodeGroup, tuple[str, ...]]] | None = view.memo.get(key)
+    if found is None:
+        found = _matching(view, where, extended)
+        view.remember(key, found)
+    return found
+
+
+def _matching(
+    view: ClusterView, where: Placement, extended: tuple[str, ...]
+) -> list[tuple[NodeGroup, tuple[str, ...]]]:
     out: list[tuple[NodeGroup, tuple[str, ...]]] = []
     per_node = names_nodes(where)
     for group in view.groups:

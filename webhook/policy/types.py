@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from decimal import Decimal
 from enum import Enum, StrEnum
 from typing import TYPE_CHECKING, Any, Final
@@ -90,9 +91,26 @@ class ClusterView:
     # on nodes that do not advertise them, so "no node advertises it" cannot be said of them.
     # None while DeviceClasses are not known (DRA served but not synced): then no such claim is made.
     dra_extended: frozenset[str] | None = frozenset()
+    # answers computed from this view (label values, node matches of one placement): they stay
+    # valid exactly as long as the view, which is replaced whole on every change
+    memo: dict[Any, Any] = dataclass_field(default_factory=dict, compare=False, repr=False)
 
-    def label_values(self, key: str) -> set[str]:
-        return {v for g in self.groups for n in g.names if (v := g.label(key, n)) is not None}
+    def label_values(self, key: str) -> frozenset[str]:
+        """Every value of node label `key` (memoised: the view is immutable)."""
+        found = self.memo.get(("label", key))
+        if found is None:
+            if key == HOSTNAME:  # kept per group only where it differs from the node's name
+                found = frozenset(v for g in self.groups for n in g.names if (v := g.label(key, n)) is not None)
+            else:
+                found = frozenset(g.labels[key] for g in self.groups if key in g.labels)
+            self.remember(("label", key), found)
+        return found
+
+    def remember(self, key: Any, value: Any) -> None:
+        """Memoise `value` for this view; bounded, since pods bring keys (their selectors)."""
+        if len(self.memo) >= 4096:
+            self.memo.clear()
+        self.memo[key] = value
 
     def advertised(self) -> set[str]:
         """Every extended resource some node has allocatable of."""
