@@ -39,6 +39,8 @@ KINDS: dict[str, tuple[str, str, bool]] = {
     "podtemplates": ("", "PodTemplate", True),
     "replicationcontrollers": ("", "ReplicationController", True),
     "limitranges": ("", "LimitRange", True),
+    "configmaps": ("", "ConfigMap", True),
+    "events": ("", "Event", True),
     "deployments": ("apps", "Deployment", True),
     "replicasets": ("apps", "ReplicaSet", True),
     "statefulsets": ("apps", "StatefulSet", True),
@@ -55,6 +57,23 @@ KINDS: dict[str, tuple[str, str, bool]] = {
 def flag(value: str | None) -> bool:
     """A boolean query parameter as Go's strconv.ParseBool reads it (the client sends "True")."""
     return value in ("1", "t", "T", "TRUE", "true", "True")
+
+
+def _selected(obj: dict[str, Any], query: Any) -> bool:
+    """labelSelector (k=v, comma-separated) and fieldSelector (involvedObject.name=x), as used here."""
+    labels = obj.get("metadata", {}).get("labels") or {}
+    for term in filter(None, (query.get("labelSelector") or "").split(",")):
+        key, _, value = term.partition("=")
+        if labels.get(key) != value:
+            return False
+    for term in filter(None, (query.get("fieldSelector") or "").split(",")):
+        key, _, value = term.partition("=")
+        node: Any = obj
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node != value:
+            return False
+    return True
 
 
 def status(code: int, reason: str, message: str) -> dict[str, Any]:
@@ -96,6 +115,13 @@ class KubeApi:
         self.stalled = asyncio.Event()  # set: streams send nothing
         self.delay = 0.0  # seconds before answering a list
         self.port = 0
+        # Playing the rest of the control plane for pods created through this API server:
+        # `admit(pod)` is the admission chain (status, object or Status), `on_create(pod)` the
+        # scheduler and kubelet (it may change the pod, its logs and events through the loop).
+        self.admit: Any = None
+        self.on_create: Any = None
+        self.logs: dict[tuple[str, str], str] = {}
+        self.deleted: list[tuple[str, str, str]] = []  # (plural, namespace, name)
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="kubeapi", daemon=True)
         self.thread.start()
@@ -181,6 +207,10 @@ class KubeApi:
         app.router.add_get("/api/{version}", self._resources)
         app.router.add_get("/apis/{group}/{version}", self._resources)
         app.router.add_get("/api/{version}/{plural}", self._collection)
+        app.router.add_post("/api/{version}/namespaces/{namespace}/{plural}", self._create)
+        app.router.add_get("/api/{version}/namespaces/{namespace}/pods/{name}/log", self._log)
+        app.router.add_get("/api/{version}/namespaces/{namespace}/{plural}/{name}", self._get)
+        app.router.add_delete("/api/{version}/namespaces/{namespace}/{plural}/{name}", self._delete_one)
         app.router.add_get("/api/{version}/namespaces/{namespace}/{plural}", self._collection)
         app.router.add_get("/apis/{group}/{version}/{plural}", self._collection)
         app.router.add_get("/apis/{group}/{version}/namespaces/{namespace}/{plural}", self._collection)
@@ -407,8 +437,32 @@ class KubeApi:
         if key in self.objects[plural]:
             return web.json_response(status(409, "AlreadyExists", "already exists"), status=409)
         obj["metadata"]["namespace"] = key[0]
+        if plural == "pods" and self.admit is not None:
+            code, obj = await asyncio.get_running_loop().run_in_executor(None, self.admit, obj)
+            if code != 201:
+                return web.json_response(obj, status=code)
+        if request.query.get("dryRun") == "All":
+            return web.json_response(obj, status=201)  # admitted, not stored
         self._put(obj)
+        if plural == "pods" and self.on_create is not None:
+            self.on_create(self, self.objects[plural][key])
         return web.json_response(self.objects[plural][key], status=201)
+
+    async def _log(self, request: web.Request) -> web.Response:
+        key = (request.match_info["namespace"], request.match_info["name"])
+        if key not in self.objects["pods"]:
+            return web.json_response(status(404, "NotFound", "not found"), status=404)
+        return web.Response(text=self.logs.get(key, ""), content_type="text/plain")
+
+    async def _delete_one(self, request: web.Request) -> web.Response:
+        plural = self._resolve(request)
+        key = (request.match_info["namespace"], request.match_info["name"])
+        if plural is None or key not in self.objects[plural]:
+            return web.json_response(status(404, "NotFound", "not found"), status=404)
+        obj = self.objects[plural][key]
+        self._delete(plural, key[1], key[0])
+        self.deleted.append((plural, key[0], key[1]))
+        return web.json_response(obj)
 
     async def _replace(self, request: web.Request) -> web.Response:
         plural = self._resolve(request)

@@ -33,9 +33,11 @@ def provided(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def values_for(mode: str, provided: dict[str, Any]) -> dict[str, Any]:
+    # The optional helm-test verify objects ride along, so they are validated in every mode.
+    verify = {"tests": {"verify": {"enabled": True}}}
     if mode == "provided":
-        return {"certificates": provided}
-    return {"certificates": {"mode": mode}}
+        return {"certificates": provided, **verify}
+    return {"certificates": {"mode": mode}, **verify}
 
 
 def schema_version(kube_version: str) -> str:

@@ -101,6 +101,26 @@ def parser() -> argparse.ArgumentParser:
     _cluster_flags(a)
     a.set_defaults(func=cluster.audit)
 
+    from ..verify import DEFAULT_IMAGE
+
+    v = sub.add_parser("verify", help="prove GPU scheduling and isolation on a live cluster (probe pods)")
+    v.add_argument("--config", help="YAML config file: the GPU model and the webhook's policy (default: built-in)")
+    v.add_argument("--values", help="a Helm values file of the gpu-policy chart")
+    v.add_argument("--release-namespace", default="gpu-policy", help="with --values: the chart's namespace")
+    v.add_argument("--cluster-version", help=argparse.SUPPRESS)
+    v.add_argument("-n", "--namespace", default="default", help="where the probes run (default: default)")
+    v.add_argument("--image", default=DEFAULT_IMAGE, help="probe image; it should bake NVIDIA_VISIBLE_DEVICES=all")
+    v.add_argument("--node", help="run the probes on this node (default: the first that has room)")
+    v.add_argument("--resource", help="GPU resource to request (default: gpuResourceName, else what nodes offer)")
+    v.add_argument(
+        "--device-plugin-selector", action="append", help="label selector of device-plugin pods (repeatable)"
+    )
+    v.add_argument("-o", "--output", choices=("text", "json", "junit"), default="text")
+    v.add_argument("--timeout", type=float, default=300.0, help="seconds for the whole run")
+    v.add_argument("--keep", action="store_true", help="leave the probes for inspection")
+    _cluster_flags(v)
+    v.set_defaults(func=cluster.verify)
+
     cert = sub.add_parser("certs", help="write a CA and a serving certificate for the webhook Service")
     cert.add_argument("--out", required=True, help="folder for ca.crt, ca.key, tls.crt, tls.key")
     cert.add_argument("--service", default="gpu-policy")

@@ -158,3 +158,48 @@ def write_text(result: Audit, limit: int) -> None:
         f"{len(result.would_deny())} would be denied if every warn rule were deny",
         file=out,
     )
+
+
+def verify(args: argparse.Namespace) -> int:
+    import signal
+
+    from kubernetes.client.exceptions import ApiException
+
+    from .. import verify as v
+
+    policy = from_args(args, chart_view(args)).policy
+
+    def progress(line: str) -> None:
+        print(f"verify: {line}", file=sys.stderr, flush=True)
+
+    def terminated(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt  # the probes are deleted on the way out
+
+    signal.signal(signal.SIGTERM, terminated)
+    options = v.Options(
+        namespace=args.namespace,
+        image=args.image,
+        node=args.node,
+        resource=args.resource,
+        timeout=args.timeout,
+        keep=args.keep,
+        device_plugin_selectors=tuple(args.device_plugin_selector or v.DEVICE_PLUGIN_SELECTORS),
+    )
+    try:
+        verifier = v.Verifier(v.Kube(connect(args)), policy, options, progress)
+        report = verifier.run()
+    except (ClusterError, v.CannotRun) as exc:
+        print(f"gpu-policy verify: could not run: {exc}", file=sys.stderr)
+        return v.EXIT_CANNOT_RUN
+    except ApiException as exc:
+        hint = " (RBAC: see README, verify)" if exc.status in (401, 403) else ""
+        print(f"gpu-policy verify: could not run: {exc.status} {exc.reason}{hint}", file=sys.stderr)
+        return v.EXIT_CANNOT_RUN
+    if args.output == "json":
+        json.dump(v.to_dict(report), sys.stdout, indent=2)
+        print()
+    elif args.output == "junit":
+        sys.stdout.write(v.to_junit(report))
+    else:
+        sys.stdout.write(v.to_text(report))
+    return report.exit_code

@@ -1,0 +1,348 @@
+"""`gpu-policy verify` against the stand-in API server, playing the rest of the cluster from
+recordings: the scheduler binds probes (or leaves them Pending with its own event), the kubelet
+runs them and their logs are real `nvidia-smi -L` outputs, and dry-run creates go through the
+real gpu-policy server as the API server's admission chain would call it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.apiserver import ApiServer
+from tests.chart import render
+from tests.helpers import GPU, GPU_TAINT, ROOT, T4_LABELS, Server, node
+from tests.kubeapi import KubeApi, status
+
+# Recorded `nvidia-smi -L` outputs (driver 550, as the CUDA base image prints them).
+T4 = {
+    0: "GPU 0: Tesla T4 (UUID: GPU-0f6c3f58-4a8e-6a1c-2b9d-9c1e5d2f7a10)",
+    1: "GPU 0: Tesla T4 (UUID: GPU-7d2e91b4-0c35-11ef-8f2a-3b4c5d6e7f80)",
+}
+MIG = {
+    0: "GPU 0: NVIDIA A30 (UUID: GPU-8c1b9a2e-55d0-4e7a-9a61-2c3d4e5f6a7b)\n"
+    "  MIG 1g.6gb      Device  0: (UUID: MIG-5c2f8e1a-3b7d-5f0e-a4c9-1d2e3f4a5b6c)",
+    1: "GPU 0: NVIDIA A30 (UUID: GPU-8c1b9a2e-55d0-4e7a-9a61-2c3d4e5f6a7b)\n"
+    "  MIG 1g.6gb      Device  1: (UUID: MIG-9a8b7c6d-5e4f-5a3b-8c2d-1e0f9a8b7c6d)",
+}
+
+
+def log(visible: str, smi: str | None, devices: str = "") -> str:
+    body = smi if smi is not None else "nvidia-smi: absent"
+    return (
+        f"gpu-policy-verify: begin\ndevices: {devices}\nNVIDIA_VISIBLE_DEVICES={visible}\n{body}\n"
+        "gpu-policy-verify: end\n"
+    )
+
+
+def device_plugin(node_name: str) -> dict[str, Any]:
+    """A GPU operator device-plugin pod, Running on its node."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"nvidia-device-plugin-daemonset-{node_name[-5:]}",
+            "namespace": "gpu-operator",
+            "labels": {"app": "nvidia-device-plugin-daemonset"},
+        },
+        "spec": {
+            "nodeName": node_name,
+            "containers": [{"name": "nvidia-device-plugin", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"}],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+class Cluster:
+    """The scheduler and kubelet of the recording: `gpus(resource, n)` says what the n-th probe
+    asking for `resource` sees (its nvidia-smi -L), `pending` keeps probes Pending with an event."""
+
+    def __init__(self, same_gpu: bool = False, pending: str = "") -> None:
+        self.same_gpu = same_gpu
+        self.pending = pending
+        self.counts: dict[str, int] = {}
+
+    def __call__(self, kube: KubeApi, pod: dict[str, Any]) -> None:
+        limits = pod["spec"]["containers"][0].get("resources", {}).get("limits", {})
+        resource = next(iter(limits), "")
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        if self.pending and resource:
+            kube._put(  # on the stand-in's loop thread
+                {
+                    "apiVersion": "v1",
+                    "kind": "Event",
+                    "metadata": {"name": f"{name}.1", "namespace": ns},
+                    "involvedObject": {"kind": "Pod", "name": name, "namespace": ns},
+                    "reason": "FailedScheduling",
+                    "type": "Warning",
+                    "message": self.pending,
+                }
+            )
+            return
+        n = self.counts[resource] = self.counts.get(resource, -1) + 1
+        node_name = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"
+        ][0]["matchFields"][0]["values"][0]
+        if not resource:
+            # No request: the mutating webhook set void, so the runtime mounts nothing.
+            env = pod["spec"]["containers"][0].get("env") or []
+            visible = next((e["value"] for e in env if e["name"] == "NVIDIA_VISIBLE_DEVICES"), "all")
+            text = (
+                log(visible, None)
+                if visible == "void"
+                else log(visible, T4[0] + "\n" + T4[1], "/dev/nvidia0 /dev/nvidia1")
+            )
+        elif resource.startswith("nvidia.com/mig-"):
+            text = log(f"MIG-{n}", MIG[0 if self.same_gpu else n % 2], "/dev/nvidia0")
+        else:
+            text = log(f"GPU-{n}", T4[0 if self.same_gpu else n % 2], "/dev/nvidia0")
+        kube.logs[(ns, name)] = text
+
+        def finish() -> None:
+            done = json.loads(json.dumps(kube.objects["pods"][(ns, name)]))
+            done["spec"]["nodeName"] = node_name
+            done["status"] = {"phase": "Succeeded"}
+            kube._put(done)
+
+        kube.loop.call_later(0.3, finish)
+
+
+@pytest.fixture
+def kube(cert_dir: Path) -> Iterator[KubeApi]:
+    api = KubeApi(cert_dir).start()
+    api.put(
+        *(node(f"gke-t4-pool-{i}", T4_LABELS, {GPU: "2", "nvidia.com/gpu.shared": "0"}, [GPU_TAINT]) for i in range(2)),
+        node("cpu-0", {"pool": "cpu"}),
+        *(device_plugin(f"gke-t4-pool-{i}") for i in range(2)),
+    )
+    yield api
+    api.close()
+
+
+def admission(server: Server) -> Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]:
+    """The API server's admission chain for pods: our mutating webhook, then our validating one."""
+
+    def admit(obj: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        client: ApiServer = server.client()
+        try:
+            _response, patched = client.mutate(obj)
+            checked = client.validate(patched)
+        finally:
+            client.close()
+        if not checked["allowed"]:
+            message = checked["status"]["message"]
+            return 403, status(
+                403, "Forbidden", f'admission webhook "pods.validate.gpu-policy.io" denied the request: {message}'
+            )
+        return 201, patched
+
+    return admit
+
+
+def verify(
+    kube: KubeApi, tmp_path: Path, *args: str, wait: bool = True
+) -> subprocess.CompletedProcess[str] | subprocess.Popen[str]:
+    env = {**os.environ, "KUBECONFIG": str(kube.kubeconfig(tmp_path / "kubeconfig")), "HOME": str(tmp_path)}
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    cmd = [sys.executable, "-m", "webhook", "verify", "--timeout", "20", *args]
+    if not wait:
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+
+
+def leftovers(kube: KubeApi) -> list[Any]:
+    return kube.call(
+        lambda: (
+            [k for k, o in kube.objects["pods"].items() if "gpu-policy-verify" in k[1]]
+            + [k for k in kube.objects["configmaps"]]
+        )
+    )
+
+
+def checks(r: subprocess.CompletedProcess[str]) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in json.loads(r.stdout)["checks"]}
+
+
+def test_a_healthy_recording_passes_and_every_probe_is_deleted(kube: KubeApi, server: Server, tmp_path: Path) -> None:
+    kube.admit = admission(server)
+    kube.on_create = Cluster()
+    r = verify(kube, tmp_path, "-o", "json")
+    assert isinstance(r, subprocess.CompletedProcess)
+    assert r.returncode == 0, r.stdout + r.stderr
+    found = checks(r)
+    assert {n: c["status"] for n, c in found.items()} == {
+        "device-plugin": "pass",
+        "gpu-nodes": "pass",
+        "requests-enforced": "pass",
+        "no-request-sees-none": "pass",
+        "isolation nvidia.com/gpu": "pass",
+        "webhook-denies-visible-devices": "pass",
+        "webhook-denies-privileged": "pass",
+        "webhook-voids-plain-pod": "pass",
+    }
+    assert (
+        found["isolation nvidia.com/gpu"]["evidence"]["probeA"]
+        != found["isolation nvidia.com/gpu"]["evidence"]["probeB"]
+    )
+    assert found["no-request-sees-none"]["evidence"]["NVIDIA_VISIBLE_DEVICES"] == "void"
+    assert (
+        "violates GPU policy: no-visible-devices-env" in found["webhook-denies-visible-devices"]["evidence"]["message"]
+    )
+    assert leftovers(kube) == []
+    assert json.loads(r.stdout)["cleanedUp"] is True
+    # Probes ran through the scheduler, non-root, tolerating GPU taints, owned by the run's ConfigMap.
+    created = [
+        obj
+        for _rv, kind, obj in kube.call(lambda: list(kube.history["pods"]))
+        if kind == "ADDED" and "verify" in obj["metadata"]["name"]
+    ]
+    assert len(created) == 4  # one with a GPU, one without, two for isolation
+    spec = created[0]["spec"]
+    assert spec["containers"][0]["securityContext"]["runAsNonRoot"] is True
+    assert spec["tolerations"] == [{"operator": "Exists", "effect": "NoSchedule"}]
+    assert "nodeName" not in spec
+    assert created[0]["metadata"]["ownerReferences"][0]["kind"] == "ConfigMap"
+    assert "verify: probe gpu-policy-verify-" in r.stderr  # progress while they schedule
+    # The chart's helm-test RBAC grants exactly what this run asked of the API server.
+    used = set()
+    for method, path, _query in kube.requests:
+        parts = path.strip("/").split("/")  # api v1 [namespaces ns] plural [name [sub]]
+        scope = "cluster" if parts[2] != "namespaces" else "namespace"
+        rest = parts[2:] if scope == "cluster" else parts[4:]
+        resource = rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
+        verb = {"POST": "create", "DELETE": "delete"}.get(method) or ("get" if len(rest) > 1 else "list")
+        used.add((scope, resource, verb))
+    docs = render({"tests": {"verify": {"enabled": True}}}, tmp=tmp_path)
+    granted = {
+        (scope, r, verb)
+        for scope, kind in (("cluster", "ClusterRole"), ("namespace", "Role"))
+        for rule in next(d for d in docs if d["kind"] == kind and d["metadata"]["name"].endswith("-verify"))["rules"]
+        for r in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    # (events are read only for a probe that never finishes: the unschedulable test below)
+    assert used | {("namespace", "events", "list")} == granted
+
+
+def test_the_same_uuid_twice_fails_test_two_with_a_clear_message(kube: KubeApi, server: Server, tmp_path: Path) -> None:
+    kube.admit = admission(server)
+    kube.on_create = Cluster(same_gpu=True)
+    r = verify(kube, tmp_path)
+    assert isinstance(r, subprocess.CompletedProcess)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "FAIL  isolation nvidia.com/gpu: two probes with 1 nvidia.com/gpu each both see GPU-0f6c3f58" in r.stdout
+    assert "fix: two pods were given the same GPU" in r.stdout
+    assert leftovers(kube) == []
+
+
+def test_mig_devices_and_shared_slots(cert_dir: Path, server: Server, tmp_path: Path) -> None:
+    kube = KubeApi(cert_dir).start()
+    try:
+        a30 = {"nvidia.com/gpu": "0", "nvidia.com/mig-1g.6gb": "4", "nvidia.com/gpu.shared": "8"}
+        kube.put(node("a30-0", {"accelerator": "nvidia-a30"}, a30), device_plugin("a30-0"))
+        kube.admit = admission(server)
+        kube.on_create = Cluster()
+        r = verify(kube, tmp_path, "-o", "json")
+        assert isinstance(r, subprocess.CompletedProcess)
+        found = checks(r)
+        assert found["isolation nvidia.com/gpu.shared"]["status"] == "pass"  # distinct here
+        mig = found["isolation nvidia.com/mig-1g.6gb"]
+        assert mig["status"] == "pass" and mig["evidence"]["probeA"][0].startswith("MIG-")
+        assert leftovers(kube) == []
+        kube.on_create = Cluster(same_gpu=True)
+        r = verify(kube, tmp_path, "-o", "json", "--resource", "nvidia.com/mig-1g.6gb")
+        assert isinstance(r, subprocess.CompletedProcess)
+        found = checks(r)
+        assert found["isolation nvidia.com/mig-1g.6gb"]["status"] == "fail"
+        assert found["isolation nvidia.com/gpu.shared"]["status"] == "info"  # slots may share a card
+        assert "time-slicing hands out turns, not cards" in found["isolation nvidia.com/gpu.shared"]["summary"]
+    finally:
+        kube.close()
+
+
+def test_an_unschedulable_probe_reports_the_schedulers_event_and_is_deleted_on_timeout(
+    kube: KubeApi, server: Server, tmp_path: Path
+) -> None:
+    kube.admit = admission(server)
+    kube.on_create = Cluster(
+        pending="0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
+        "2 Insufficient nvidia.com/gpu."
+    )
+    r = verify(kube, tmp_path, "--timeout", "3", "-o", "junit")
+    assert isinstance(r, subprocess.CompletedProcess)
+    assert r.returncode == 1
+    suite = ET.fromstring(r.stdout)
+    failures = {c.get("name"): c.find("failure") for c in suite.findall("testcase")}
+    failure = failures["requests-enforced"]
+    assert failure is not None and "did not finish within --timeout 3 s (Pending)" in (failure.get("message") or "")
+    assert "2 Insufficient nvidia.com/gpu" in (failure.text or "")
+    assert leftovers(kube) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_runs_delete_their_probes(
+    kube: KubeApi, server: Server, tmp_path: Path, sig: signal.Signals
+) -> None:
+    kube.admit = admission(server)
+    kube.on_create = Cluster(pending="0/3 nodes are available: 2 Insufficient nvidia.com/gpu.")
+    proc = verify(kube, tmp_path, wait=False)
+    assert isinstance(proc, subprocess.Popen)
+    deadline = time.monotonic() + 30
+    while not kube.call(lambda: [k for k in kube.objects["pods"] if "verify" in k[1]]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "cleaned up: 1 probe(s)" in err
+    assert leftovers(kube) == []
+
+
+def test_could_not_run_is_exit_2(cert_dir: Path, tmp_path: Path) -> None:
+    kube = KubeApi(cert_dir).start()
+    try:
+        kube.put(node("cpu-0"))
+        r = verify(kube, tmp_path)
+        assert isinstance(r, subprocess.CompletedProcess)
+        assert r.returncode == 2 and "no GPU nodes" in r.stderr
+        kube.stop()
+        r = verify(kube, tmp_path)
+        assert isinstance(r, subprocess.CompletedProcess)
+        assert r.returncode == 2 and "cannot reach the API server" in r.stderr
+    finally:
+        kube.close()
+
+
+def test_a_missing_device_plugin_and_unhealthy_gpus_are_named(cert_dir: Path, server: Server, tmp_path: Path) -> None:
+    kube = KubeApi(cert_dir).start()
+    try:
+        sick = node("gke-t4-pool-1", T4_LABELS, {GPU: "1"})
+        sick["status"]["capacity"][GPU] = "2"  # one GPU fell off the bus: capacity 2, allocatable 1
+        kube.put(
+            node("gke-t4-pool-0", T4_LABELS, {GPU: "2"}),
+            sick,
+            node("t4-no-driver", T4_LABELS),
+            device_plugin("gke-t4-pool-0"),
+        )
+        kube.admit = admission(server)
+        kube.on_create = Cluster()
+        r = verify(kube, tmp_path, "-o", "json")
+        assert isinstance(r, subprocess.CompletedProcess)
+        assert r.returncode == 1
+        found = checks(r)
+        assert found["device-plugin"]["evidence"]["nodes"] == ["gke-t4-pool-1"]
+        assert found["gpu-nodes"]["evidence"]["capacityNotAllocatable"] == {
+            "gke-t4-pool-1": {"capacity": {GPU: 2}, "allocatable": {GPU: 1}}
+        }
+        assert found["gpu-nodes"]["evidence"]["labelledWithoutGpu"] == ["t4-no-driver"]
+        assert leftovers(kube) == []
+    finally:
+        kube.close()
