@@ -50,7 +50,7 @@ def device_plugin(node_name: str) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "name": f"nvidia-device-plugin-daemonset-{node_name[-5:]}",
+            "name": f"nvidia-device-plugin-daemonset-{abs(hash(node_name)) % 100000:05d}",
             "namespace": "gpu-operator",
             "labels": {"app": "nvidia-device-plugin-daemonset"},
         },

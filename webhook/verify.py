@@ -424,7 +424,12 @@ class Verifier:
                     FAIL,
                     f"two probes with 1 {resource} each both see {shared[0]}",
                     evidence,
-                    "two pods were given the same GPU: time-slicing (or MPS) configured without renaming the "
+                    (
+                        "two pods were given the same MIG device: check the MIG strategy (mixed: nvidia.com/mig-*) "
+                        "and the device plugin's and MIG manager's config on that node"
+                    )
+                    if resource.startswith("nvidia.com/mig-")
+                    else "two pods were given the same GPU: time-slicing (or MPS) configured without renaming the "
                     "resource (renameByDefault: true makes them nvidia.com/gpu.shared), or a pod sets "
                     "NVIDIA_VISIBLE_DEVICES itself; check the device plugin's config",
                 )
