@@ -3,8 +3,10 @@
 `GPU_POLICY_MYPYC=1 pip wheel .` (what `make image` and `make image-test` do) compiles the core,
 which the strict typing (`mypy --strict`) makes possible, into C extensions: about twice as fast
 per pod (bench.core). If mypyc or a C compiler is missing, the build says so and ships pure Python:
-installing must never fail for that reason. Development installs (`make venv`, editable) stay pure,
-so an edited rule is never shadowed by a stale compiled module.
+installing must never fail for that reason. `make compiled` (a dependency of `make run` and
+`make test`) builds the same extensions in place; webhook/policy/_build.py runs them only while
+they are the build of the sources beside them, so an edited rule is never shadowed by a stale
+compiled module.
 """
 
 from __future__ import annotations
@@ -36,12 +38,32 @@ def compiled_core() -> list:
     except ImportError:
         print("gpu-policy: mypyc not available; installing pure Python", file=sys.stderr)
         return []
-    modules = sorted(p for p in glob.glob("webhook/policy/**/*.py", recursive=True) if not p.endswith("__init__.py"))
+    # __init__ and _build are never compiled: they choose, at import, whether the compiled modules
+    # are current (webhook/policy/_build.py), which needs the manifest written here.
+    modules = sorted(
+        p
+        for p in glob.glob("webhook/policy/**/*.py", recursive=True)
+        if not p.endswith(("__init__.py", "_build.py"))
+    )
     try:
-        return mypycify(modules, opt_level="3")
+        extensions = mypycify(modules, opt_level="3")
     except Exception as exc:  # a type error mypyc cannot compile: pure Python, never a failed install
         print(f"gpu-policy: mypyc could not compile the core ({exc}); installing pure Python", file=sys.stderr)
         return []
+    write_manifest()
+    return extensions
+
+
+def write_manifest() -> None:
+    """webhook/policy/_compiled.json: the sha256 of every source compiled (see _build.py)."""
+    import hashlib
+    import json
+    from pathlib import Path
+
+    here = Path("webhook/policy")
+    sources = sorted(p for p in here.rglob("*.py") if p.name not in ("__init__.py", "_build.py"))
+    digests = {str(p.relative_to(here)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sources}
+    (here / "_compiled.json").write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")
 
 
 setup(ext_modules=compiled_core(), cmdclass={"build_ext": OptionalBuildExt})

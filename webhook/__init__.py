@@ -6,10 +6,12 @@ from importlib.metadata import PackageNotFoundError, version
 
 
 def core_build() -> str:
-    """Whether the policy core runs compiled (mypyc, the image's build) or as pure Python."""
-    from .policy import engine
+    """Whether the policy core runs compiled (mypyc) or as pure Python, and why (webhook.policy._build)."""
+    from .policy import BUILD, engine
 
-    return "compiled with mypyc" if not engine.__file__ or engine.__file__.endswith((".so", ".pyd")) else "pure Python"
+    compiled = not engine.__file__ or engine.__file__.endswith((".so", ".pyd"))
+    assert compiled == BUILD.startswith("compiled"), (BUILD, engine.__file__)
+    return BUILD
 
 
 def package_version() -> str:

@@ -214,12 +214,15 @@ def command(args: argparse.Namespace) -> int:
         extra={"config": settings.effective, "configSha256": digest, "configFile": args.config or ""},
     )
     version = settings.policy.cluster_version
+    from .. import core_build
+
     log.info(
-        "serving https://%s:%d with %d worker(s); cluster version %s",
+        "serving https://%s:%d with %d worker(s); cluster version %s; policy core %s",
         args.host,
         args.port,
         args.workers,
         f"{version[0]}.{version[1]}" if version else "unknown",
+        core_build(),
     )
     if args.workers < 1:
         print("gpu-policy: --workers must be at least 1", file=sys.stderr)

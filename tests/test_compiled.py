@@ -1,0 +1,47 @@
+"""The compiled core (mypyc) and the pure Python one give identical verdicts, messages, warnings
+and patches: over the corpus, the benchmark's pods and the fuzzer's objects, with and without a
+cluster view. `make test` runs the suite on the compiled core (GPU_POLICY_EXPECT_COMPILED=1 turns
+a missing build into a failure, not a skip), then the policy tests on pure Python."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import ROOT
+from webhook import core_build
+
+EXPECT = os.environ.get("GPU_POLICY_EXPECT_COMPILED") == "1"
+
+
+def test_this_run_uses_the_build_it_was_asked_for() -> None:
+    build = core_build()
+    if os.environ.get("GPU_POLICY_PURE") == "1":
+        assert build == "pure Python (GPU_POLICY_PURE=1)"
+    elif EXPECT:
+        assert build == "compiled with mypyc", f"make compiled did not produce a current build: {build}"
+
+
+def verdicts(pure: bool) -> dict[str, object]:
+    env = {k: v for k, v in os.environ.items() if k != "GPU_POLICY_PURE"}
+    if pure:
+        env["GPU_POLICY_PURE"] = "1"
+    r = subprocess.run(
+        [sys.executable, "tests/tools/verdicts.py"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600
+    )
+    assert r.returncode == 0, r.stderr
+    return dict(json.loads(r.stdout))
+
+
+def test_compiled_and_pure_judge_alike() -> None:
+    if not core_build().startswith("compiled") and not EXPECT:
+        pytest.skip(f"no current compiled build ({core_build()}): make compiled")
+    compiled, pure = verdicts(pure=False), verdicts(pure=True)
+    assert compiled["build"] == "compiled with mypyc" and pure["build"] == "pure Python (GPU_POLICY_PURE=1)"
+    assert len(pure["results"]) > 1500  # type: ignore[arg-type]
+    differ = [k for k in pure["results"] if compiled["results"][k] != pure["results"][k]]  # type: ignore[index,union-attr]
+    assert not differ, f"{len(differ)} objects judged differently, e.g. {differ[:5]}"
