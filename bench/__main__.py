@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from webhook import certs
+from webhook import certs, core_build
 
 from . import cel_compare, core
 from .plot import plot
@@ -82,8 +82,12 @@ def peak_rss_mb(pid: int) -> float:
 
 
 @contextmanager
-def server(cmd: list[str], port: int, cpu: int | None, ca: Path) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_pin(cpu))
+def server(
+    cmd: list[str], port: int, cpu: int | None, ca: Path, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_pin(cpu), env=env or dict(os.environ)
+    )
     ctx = ssl.create_default_context(cafile=str(ca))
     deadline = time.monotonic() + 20
     try:
@@ -259,15 +263,15 @@ def report(results: dict[str, Any]) -> str:
     bare = t["bare"]
     lines = ["", f"machine: {results['machine']}", f"load: {results['load_tools']}", ""]
     lines.append("Closed loop (wrk, keep-alive, rotating 4-16 KB reviews): req/s, p50/p99 ms, ratio of req/s to bare")
-    lines.append(f"{'conns':>6} " + " ".join(f"{n:>34}" for n in names))
+    lines.append(f"{'conns':>6} " + " ".join(f"{n:>30}" for n in names))
     for c in CONCURRENCY:
         cells = []
         for n in names:
             r = t[n]["concurrency"][c]
             cells.append(
-                f"{r['rps']:>7} {r['p50_ms']:6.2f}/{r['p99_ms']:6.2f} x{ratio(r['rps'], bare['concurrency'][c]['rps'])}"
+                f"{r['rps']:>6} {r['p50_ms']:5.2f}/{r['p99_ms']:5.2f} x{ratio(r['rps'], bare['concurrency'][c]['rps'])}"
             )
-        lines.append(f"{c:>6} " + " ".join(f"{x:>34}" for x in cells))
+        lines.append(f"{c:>6} " + " ".join(f"{x:>30}" for x in cells))
     lines += ["", "Saturation by pod (64 connections, one review repeated): req/s and ratio to bare"]
     lines.append(f"{'pod':>12} " + " ".join(f"{n:>24}" for n in names))
     for pod_name in PER_POD:
@@ -298,9 +302,15 @@ def report(results: dict[str, Any]) -> str:
     lines += ["", "Policy core alone (view + all rules + all mutations), median us per pod (served / cold)"]
     cel = results.get("cel")
     lines[-1] += "; the four core rules as one CEL program (cel-cpp) for comparison:" if cel else ":"
-    for k, r in results["core"].items():
+    builds = list(results["core"])
+    lines.append(f"  {'pod':22} " + " ".join(f"{b:>19}" for b in builds))
+    for k in results["core"][builds[0]]:
+        cells = " ".join(
+            f"{results['core'][b][k]['median_us']:8.2f} / {results['core'][b][k]['cold_median_us']:8.2f}"
+            for b in builds
+        )
         cel_text = f"   CEL {cel[k]['median_us']:8.2f}" if cel and k in cel else ""
-        lines.append(f"  {k:22} {r['median_us']:8.2f} / {r['cold_median_us']:8.2f}{cel_text}")
+        lines.append(f"  {k:22} {cells}{cel_text}")
     return "\n".join(lines)
 
 
@@ -365,17 +375,25 @@ def main(argv: list[str] | None = None) -> int:
             results["targets"]["bare"] = measure(
                 "bare", f"https://127.0.0.1:{port}/validate", proc.pid, files, rate_body, seconds
             )
-        port = free_port()
-        with server(policy_cmd(port), port, SERVER_CPU, ca) as proc:
-            for endpoint in ("validate", "mutate"):
-                results["targets"][f"gpu-policy /{endpoint}"] = measure(
-                    f"gpu-policy /{endpoint}",
-                    f"https://127.0.0.1:{port}/{endpoint}",
-                    proc.pid,
-                    files,
-                    rate_body,
-                    seconds,
-                )
+        # The compiled core (make compiled) and pure Python side by side, in one run.
+        builds = {"pure": {**os.environ, "GPU_POLICY_PURE": "1"}}
+        if core_build().startswith("compiled"):
+            builds = {"compiled": {k: v for k, v in os.environ.items() if k != "GPU_POLICY_PURE"}, **builds}
+        else:
+            print(f"bench: no compiled core ({core_build()}); `make compiled` adds it to the comparison")
+        results["builds"] = list(builds)
+        for build, env in builds.items():
+            port = free_port()
+            with server(policy_cmd(port), port, SERVER_CPU, ca, env) as proc:
+                for endpoint in ("validate", "mutate"):
+                    results["targets"][f"{build} /{endpoint}"] = measure(
+                        f"{build} /{endpoint}",
+                        f"https://127.0.0.1:{port}/{endpoint}",
+                        proc.pid,
+                        files,
+                        rate_body,
+                        seconds,
+                    )
         if not args.no_workers:
             results["workers"] = {}
             for workers in (1, 2):
@@ -385,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
                     results["workers"][f"gpu-policy --workers {workers}"] = closed_loop(
                         f"https://127.0.0.1:{port}/validate", files, 64, seconds, None
                     )
-        results["core"] = core.run(quick=args.quick)
+        results["core"] = {build: core.run_elsewhere(build == "pure", quick=args.quick) for build in builds}
         results["cel"] = cel_compare.run(quick=args.quick)
 
     text = report(results)

@@ -59,6 +59,30 @@ def run(quick: bool = False) -> dict[str, dict[str, float]]:
     return out
 
 
+def run_elsewhere(pure: bool, quick: bool = False) -> dict[str, dict[str, float]]:
+    """The same measurement in a fresh process, on the pure Python core (GPU_POLICY_PURE=1) or
+    the compiled one: the two builds side by side in one bench run."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "GPU_POLICY_PURE"}
+    if pure:
+        env["GPU_POLICY_PURE"] = "1"
+    cmd = [sys.executable, "-m", "bench.core", "--json", *(["--quick"] if quick else [])]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env, timeout=900).stdout
+    return dict(json.loads(out))
+
+
 if __name__ == "__main__":
-    for name, r in run().items():
-        print(f"{name:22} served {r['median_us']:8.2f} us   cold {r['cold_median_us']:8.2f} us")
+    import sys
+
+    from webhook import core_build
+
+    results = run(quick="--quick" in sys.argv)
+    if "--json" in sys.argv:
+        print(json.dumps(results))
+    else:
+        print(f"policy core: {core_build()}")
+        for name, r in results.items():
+            print(f"{name:22} served {r['median_us']:8.2f} us   cold {r['cold_median_us']:8.2f} us")
