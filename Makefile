@@ -12,7 +12,7 @@ HOST    ?= 127.0.0.1
 PORT    ?= 8443
 CERTS   := certs/dev
 
-.PHONY: all venv certs compiled run test soak lint generate pytest pytest-pure helm bench bench-tools image image-tools image-test clean
+.PHONY: all venv certs compiled run test soak lint generate pytest pytest-pure helm bench bench-tools profile image image-tools image-test clean
 
 all: test
 
@@ -83,9 +83,14 @@ bench-tools:
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk nghttp2-client; } || \
 	  echo "wrk/h2load could not be installed: falling back to an aiohttp load generator"
 
-bench: venv bench-tools
+bench: venv bench-tools compiled
 	$(PY) -m pip install --quiet -e '.[fast,dev,bench]' || echo "matplotlib unavailable: no plot"
 	$(PY) -m bench $(BENCH_ARGS)
+
+# Where a review's time goes under wrk load (pyinstrument): PROFILE_ARGS=--pure for the pure core.
+profile: venv bench-tools compiled
+	$(PY) -m pip install --quiet -e '.[fast,dev,bench]'
+	$(PY) -m bench.profile $(PROFILE_ARGS)
 
 # ---------------------------------------------------------------- the container image
 IMAGE   ?= localhost/gpu-policy
