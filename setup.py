@@ -46,7 +46,9 @@ def compiled_core() -> list:
         if not p.endswith(("__init__.py", "_build.py"))
     )
     try:
-        extensions = mypycify(modules, opt_level="3")
+        # The shared library inside the package (webhook/policy/_native__mypyc.*.so), not a
+        # top-level module that only a source tree's cwd would put on sys.path.
+        extensions = mypycify(modules, opt_level="3", group_name="webhook.policy._native")
     except Exception as exc:  # a type error mypyc cannot compile: pure Python, never a failed install
         print(f"gpu-policy: mypyc could not compile the core ({exc}); installing pure Python", file=sys.stderr)
         return []

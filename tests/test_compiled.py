@@ -26,6 +26,15 @@ def test_this_run_uses_the_build_it_was_asked_for() -> None:
         assert build == "compiled with mypyc", f"make compiled did not produce a current build: {build}"
 
 
+def test_the_installed_command_runs_the_same_build_from_anywhere(tmp_path: object) -> None:
+    """The console script (not `python -m` from the source tree) finds the compiled core too:
+    its shared library lives inside the package."""
+    script = os.path.join(os.path.dirname(sys.executable), "gpu-policy")
+    r = subprocess.run([script, "--version"], capture_output=True, text=True, cwd=str(tmp_path), timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert f"(policy core: {core_build()})" in " ".join(r.stdout.split())
+
+
 def verdicts(pure: bool) -> dict[str, object]:
     env = {k: v for k, v in os.environ.items() if k != "GPU_POLICY_PURE"}
     if pure:
