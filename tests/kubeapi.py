@@ -76,6 +76,10 @@ def _selected(obj: dict[str, Any], query: Any) -> bool:
     return True
 
 
+def not_found() -> web.Response:
+    return web.json_response(status(404, "NotFound", "the server could not find the requested resource"), status=404)
+
+
 def status(code: int, reason: str, message: str) -> dict[str, Any]:
     return {
         "kind": "Status",
@@ -407,7 +411,7 @@ class KubeApi:
         """The APIResourceList of one group version (with a status subresource, as real lists have)."""
         group, version = request.match_info.get("group", ""), request.match_info["version"]
         if version not in self.served.get(group, ()):
-            return web.json_response(status(404, "NotFound", "not found"), status=404)
+            return not_found()
         resources = []
         for plural, (g, kind, namespaced) in KINDS.items():
             if g == group:
@@ -425,13 +429,13 @@ class KubeApi:
             else self.objects[plural].get((request.match_info["namespace"], request.match_info["name"]))
         )
         if obj is None:
-            return web.json_response(status(404, "NotFound", "not found"), status=404)
+            return not_found()
         return web.json_response(obj)
 
     async def _create(self, request: web.Request) -> web.Response:
         plural = self._resolve(request)
         if plural is None:
-            return web.json_response(status(404, "NotFound", "not found"), status=404)
+            return not_found()
         obj = await request.json()
         key = (request.match_info["namespace"], obj["metadata"]["name"])
         if key in self.objects[plural]:
@@ -451,14 +455,14 @@ class KubeApi:
     async def _log(self, request: web.Request) -> web.Response:
         key = (request.match_info["namespace"], request.match_info["name"])
         if key not in self.objects["pods"]:
-            return web.json_response(status(404, "NotFound", "not found"), status=404)
+            return not_found()
         return web.Response(text=self.logs.get(key, ""), content_type="text/plain")
 
     async def _delete_one(self, request: web.Request) -> web.Response:
         plural = self._resolve(request)
         key = (request.match_info["namespace"], request.match_info["name"])
         if plural is None or key not in self.objects[plural]:
-            return web.json_response(status(404, "NotFound", "not found"), status=404)
+            return not_found()
         obj = self.objects[plural][key]
         self._delete(plural, key[1], key[0])
         self.deleted.append((plural, key[0], key[1]))
@@ -467,12 +471,12 @@ class KubeApi:
     async def _replace(self, request: web.Request) -> web.Response:
         plural = self._resolve(request)
         if plural is None:
-            return web.json_response(status(404, "NotFound", "not found"), status=404)
+            return not_found()
         obj = await request.json()
         key = (request.match_info["namespace"], request.match_info["name"])
         current = self.objects[plural].get(key)
         if current is None:
-            return web.json_response(status(404, "NotFound", "not found"), status=404)
+            return not_found()
         wanted = obj.get("metadata", {}).get("resourceVersion")
         if wanted and wanted != current["metadata"]["resourceVersion"]:
             return web.json_response(status(409, "Conflict", "the object has been modified"), status=409)

@@ -162,11 +162,12 @@ class Reflector:
         self.changed()
         return str(meta.get("resourceVersion") or "")
 
-    def _get(self, **kwargs: Any) -> dict[str, Any]:
+    def _open(self, **kwargs: Any) -> Any:
+        """The client's call with our timeouts, the body not read yet; 410 is Gone."""
         from kubernetes.client.exceptions import ApiException
 
         try:
-            response = self.call(
+            return self.call(
                 _preload_content=False,
                 _request_timeout=(self.timing.connect_seconds, self.timing.read_seconds),
                 **kwargs,
@@ -175,6 +176,9 @@ class Reflector:
             if exc.status == 410:
                 raise Gone(str(exc.reason)) from None
             raise
+
+    def _get(self, **kwargs: Any) -> dict[str, Any]:
+        response = self._open(**kwargs)
         try:
             data = orjson.loads(response.data)
         finally:
@@ -189,19 +193,12 @@ class Reflector:
         from kubernetes.watch.watch import iter_resp_lines
 
         low, high = self.timing.watch_seconds
-        try:
-            response = self.call(
-                watch=True,
-                resource_version=resource_version,
-                allow_watch_bookmarks=True,
-                timeout_seconds=random.randint(low, high),
-                _preload_content=False,
-                _request_timeout=(self.timing.connect_seconds, self.timing.read_seconds),
-            )
-        except ApiException as exc:
-            if exc.status == 410:
-                raise Gone(str(exc.reason)) from None
-            raise
+        response = self._open(
+            watch=True,
+            resource_version=resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=random.randint(low, high),
+        )
         if not self.connected:
             with self.lock:
                 self.connected = True

@@ -174,22 +174,16 @@ class Metrics(Collector):
         nodes = GaugeMetricFamily("gpu_policy_cluster_view_nodes", "Nodes in the cluster view.")
         nodes.add_metric([], self.view_nodes)
         yield nodes
-        relists = CounterMetricFamily(
+        yield _by_resource(
             "gpu_policy_cluster_view_relists",
             "Full lists of a watched resource: the first, and each after 410 Gone.",
-            labels=["resource"],
+            self.view_relists,
         )
-        for resource, n in sorted(self.view_relists.items()):
-            relists.add_metric([resource], n)
-        yield relists
-        errors = CounterMetricFamily(
+        yield _by_resource(
             "gpu_policy_cluster_view_errors",
             "Failed lists and broken watches of a watched resource (retried with backoff).",
-            labels=["resource"],
+            self.view_errors,
         )
-        for resource, n in sorted(self.view_errors.items()):
-            errors.add_metric([resource], n)
-        yield errors
         info = GaugeMetricFamily(
             "gpu_policy_build_info", "Always 1: the version running.", labels=["version", "python"]
         )
@@ -198,3 +192,10 @@ class Metrics(Collector):
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def _by_resource(name: str, text: str, counts: dict[str, int]) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, text, labels=["resource"])
+    for resource, n in sorted(counts.items()):
+        family.add_metric([resource], n)
+    return family
