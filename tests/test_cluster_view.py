@@ -418,3 +418,35 @@ def test_a_hung_or_killed_api_server_never_delays_admission(kube: KubeApi, tmp_p
         wait_for(lambda: "cluster version changed: 1.27 -> 1.28" in server.log.read_text(), why="version re-read")
     finally:
         server.stop()
+
+
+def test_slow_lists_are_waited_for_and_a_list_slower_than_the_read_timeout_is_retried(
+    kube: KubeApi, tmp_path: Path
+) -> None:
+    import dataclasses
+
+    kube.put(*node_table())
+    kube.delay = 0.8  # every list answers late: within the read timeout below, then beyond it
+    w, views = watcher(kube, tmp_path)
+    try:
+        started = time.monotonic()
+        wait_for(lambda: len(views.names()) == 9, why="a slow list")
+        assert time.monotonic() - started >= 0.8
+    finally:
+        w.close()
+    impatient = dataclasses.replace(FAST, read_seconds=0.3)
+    import os
+
+    os.environ["KUBECONFIG"] = str(kube.kubeconfig(tmp_path / "kubeconfig"))
+    loaded = load_client()
+    assert loaded is not None
+    views = Views()
+    w = ClusterWatcher(loaded[0], views, impatient, metrics=None)
+    w.start()
+    try:
+        time.sleep(1.5)
+        assert views.last is None  # every list timed out: no view, never a partial one
+        kube.delay = 0.0
+        wait_for(lambda: len(views.names()) == 9, why="the list once the API server is fast again")
+    finally:
+        w.close()
