@@ -450,3 +450,31 @@ def test_slow_lists_are_waited_for_and_a_list_slower_than_the_read_timeout_is_re
         wait_for(lambda: len(views.names()) == 9, why="the list once the API server is fast again")
     finally:
         w.close()
+
+
+def test_odd_objects_from_the_api_never_break_the_view() -> None:
+    """Whatever a list or watch returns, reducing it never raises: a node is never the reason a
+    request fails. Fields of the wrong shape read as absent."""
+    from webhook.clusterview import reduce_claim, reduce_claim_template, reduce_device_class
+    from webhook.policy.nodes import node_key, view_of_nodes
+
+    odd = [
+        None,
+        [],
+        {"metadata": None},
+        {"metadata": {"name": ""}},
+        {"metadata": {"name": "n1", "labels": ["x"]}, "status": {"allocatable": {GPU: "four"}}},
+        {"metadata": {"name": "n2", "labels": {"a": 1}}, "spec": {"taints": ["x", {"key": 1}], "unschedulable": "yes"}},
+        {"metadata": {"name": "n3"}, "status": "Ready", "spec": []},
+    ]
+    keys = [node_key(o) for o in odd]
+    assert keys[:4] == [None, None, None, None]
+    assert keys[4] == ("n1", ((), (), (), False))  # an unparsable quantity is no resource
+    assert keys[5] == ("n2", ((), (), (), False))  # only "true" cordons; junk taints are not taints
+    view = view_of_nodes(odd)
+    assert view.nodes == 3 and view.advertised() == set()
+    for reduce in (reduce_claim, reduce_claim_template, reduce_device_class):
+        for obj in ({}, {"metadata": {"name": "c"}, "spec": "x"}, {"metadata": {"name": "c", "namespace": "ml"}}):
+            reduce(obj)  # never raises
+    claim = {"metadata": {"name": "c", "namespace": "ml"}, "spec": {"devices": {"requests": [7, {"exactly": "x"}]}}}
+    assert reduce_claim(claim) == (("ml", "c"), ())
