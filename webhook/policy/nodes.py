@@ -256,6 +256,22 @@ def names_nodes(where: Placement) -> bool:
     return any(r.field or r.key == HOSTNAME for term in where.terms or () for r in term)
 
 
+def named_nodes(where: Placement) -> set[str]:
+    """Node names the pod pins itself to (nodeName, a hostname selector, metadata.name fields)."""
+    names = {where.node_name} if where.node_name else set()
+    if HOSTNAME in where.selector:
+        names.add(where.selector[HOSTNAME])
+    for term in where.terms or ():
+        for r in term:
+            if r.operator == "In" and (r.field or r.key == HOSTNAME):
+                names.update(r.values)
+    return names
+
+
+def knows_any(view: ClusterView, names: set[str]) -> bool:
+    return any(n in names for g in view.groups for n in g.names)
+
+
 def matching(
     view: ClusterView, where: Placement, extended: Iterable[str] = ()
 ) -> list[tuple[NodeGroup, tuple[str, ...]]]:

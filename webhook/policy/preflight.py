@@ -16,7 +16,17 @@ from decimal import Decimal
 from typing import Final
 
 from .gpus import is_companion, is_device
-from .nodes import DRA_EXTENDED_PREFIX, Placement, Requirement, Unreadable, matching, placement, pod_requests
+from .nodes import (
+    DRA_EXTENDED_PREFIX,
+    Placement,
+    Requirement,
+    Unreadable,
+    knows_any,
+    matching,
+    named_nodes,
+    placement,
+    pod_requests,
+)
 from .objects import Container, PodView, quote_key
 from .quantity import QuantityError, parse_quantity
 from .types import ClusterView, NodeGroup, Policy
@@ -83,6 +93,11 @@ def _analyse(view: PodView, policy: Policy) -> Analysis | None:
         for name, count in requested.items()
         if is_device(name, policy) and not name.startswith(DRA_EXTENDED_PREFIX) and dra is not None and name not in dra
     }
+    pinned = named_nodes(where)
+    if pinned and not knows_any(cluster, pinned):
+        # A node the view has not seen yet (a DaemonSet's pod for a node that just joined): the
+        # view lags the API server by moments, and missing data is never a reason to warn.
+        return None
     unknown = _unknown_values(view, where, cluster, policy)
     if not requests and not unknown:
         return None
