@@ -18,10 +18,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from . import admission
 from .admission import Decision, Outcome
+from .clusterview import ClusterError, call_json
 from .policy import OBJECT_RULES, Mode, Policy, Violation
 from .policy.templates import WORKLOADS
 from .review import Request
@@ -29,33 +28,18 @@ from .review import Request
 Progress = Callable[[str], None]
 
 
-class ClusterError(Exception):
-    """The cluster cannot be read (unreachable, unauthorised): exit code 2."""
-
-
 def get_json(api_client: Any, path: str, query: list[tuple[str, Any]] | None = None, timeout: float = 30.0) -> Any:
     """GET `path` through the client's transport (its auth, TLS and proxies), as parsed JSON."""
-    from kubernetes.client.exceptions import ApiException
-
-    try:
-        response = api_client.call_api(
-            path,
-            "GET",
-            query_params=query or [],
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _return_http_data_only=True,
-            _request_timeout=timeout,
-        )
-    except ApiException:
-        raise
-    except Exception as exc:  # connection refused, TLS, DNS: the cluster is not there
-        raise ClusterError(f"cannot reach the API server: {type(exc).__name__}: {exc}") from None
-    try:
-        return orjson.loads(response.data)
-    finally:
-        response.release_conn()
+    return call_json(
+        api_client.call_api,
+        path,
+        "GET",
+        query_params=query or [],
+        header_params={"Accept": "application/json"},
+        auth_settings=["BearerToken"],
+        _return_http_data_only=True,
+        timeout=timeout,
+    )
 
 
 @dataclass(frozen=True, slots=True)

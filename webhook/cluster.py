@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-import json
 import logging
-from typing import Any
 
+from .clusterview import call_json, connect
 from .config import parse_version
 
 log = logging.getLogger("gpu-policy.cluster")
@@ -18,16 +17,12 @@ def detect_version(timeout: float = 5.0, quiet: bool = False) -> tuple[int, int]
     None means "unknown", which skips version-gated mutations rather than guessing.
     """
     try:
-        from kubernetes import client, config  # imported lazily: heavy, and only needed here
+        from kubernetes import client  # imported lazily: heavy, and only needed here
 
-        try:
-            config.load_incluster_config()  # type: ignore[no-untyped-call,unused-ignore]
-        except config.ConfigException:
-            config.load_kube_config()  # type: ignore[no-untyped-call,unused-ignore]
+        api_client, _where = connect()  # the same config resolution as the cluster view's
         # Raw JSON, not the client's VersionInfo model: we need one field, and the model
         # rejects answers that omit any of the others (seen with minimal /version stand-ins).
-        response: Any = client.VersionApi().get_code(_request_timeout=timeout, _preload_content=False)
-        git_version = str(json.loads(response.data)["gitVersion"])
+        git_version = str(call_json(client.VersionApi(api_client).get_code, timeout=timeout)["gitVersion"])
     except Exception as exc:  # no cluster, no kubeconfig, RBAC, network: all mean "unknown"
         if quiet:
             log.debug("cannot read /version (%s)", exc)

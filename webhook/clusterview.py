@@ -178,11 +178,7 @@ class Reflector:
             raise
 
     def _get(self, **kwargs: Any) -> dict[str, Any]:
-        response = self._open(**kwargs)
-        try:
-            data = orjson.loads(response.data)
-        finally:
-            response.release_conn()
+        data = read_json(self._open(**kwargs))
         if not isinstance(data, dict):
             raise ValueError(f"{self.name}: the list is not a JSON object")
         return data
@@ -418,8 +414,7 @@ class ClusterWatcher:
                     _preload_content=False,
                     _request_timeout=(self.timing.connect_seconds, self.timing.read_seconds),
                 )
-                response.drain_conn()  # a connection goes back to the pool only with its body read
-                response.release_conn()
+                read_json(response)
                 return version
             except ApiException as exc:
                 if exc.status != 404:
@@ -473,17 +468,21 @@ def _custom_list(custom: Any, group: str, version: str, plural: str) -> Callable
     return call
 
 
-def load_client(kubeconfig: str | None = None, context: str | None = None) -> tuple[Any, str] | None:
-    """An ApiClient from in-cluster config, else the kubeconfig; None (with why) when neither exists.
-    An explicit `kubeconfig` or `context` (the CLI's flags) skips the in-cluster config.
+class ClusterError(Exception):
+    """The cluster cannot be read: none configured, unreachable, unauthorised (the CLI's exit 2)."""
+
+
+def connect(kubeconfig: str | None = None, context: str | None = None) -> tuple[Any, str]:
+    """An ApiClient from in-cluster config, else the kubeconfig, and which it was; ClusterError
+    (saying why) when neither exists. An explicit `kubeconfig` or `context` (the CLI's flags)
+    skips the in-cluster config.
 
     Whether either can exist is decided before the client is imported: it costs about 40 MB of
     memory, which `make run` (no cluster) should not pay for nothing."""
     if not (kubeconfig or context or os.environ.get("KUBERNETES_SERVICE_HOST")):
         paths = (os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep)
         if not any(os.path.isfile(os.path.expanduser(p)) for p in paths if p):
-            log.info("cluster view off: not in a pod, and no kubeconfig (%s)", os.pathsep.join(paths))
-            return None
+            raise ClusterError(f"no cluster: not in a pod, and no kubeconfig ({os.pathsep.join(paths)})")
     from kubernetes import client, config
 
     configuration = client.Configuration()
@@ -501,6 +500,37 @@ def load_client(kubeconfig: str | None = None, context: str | None = None) -> tu
             )
             where = "kubeconfig"
         except Exception as exc:  # no file, no context: no cluster (make run)
-            log.info("cluster view off: no in-cluster config and no usable kubeconfig (%s)", _short(exc))
-            return None
+            raise ClusterError(f"no cluster: no in-cluster config and no usable kubeconfig ({_short(exc)})") from None
     return client.ApiClient(configuration), where
+
+
+def load_client(kubeconfig: str | None = None, context: str | None = None) -> tuple[Any, str] | None:
+    """`connect` for the server's cluster view: None (said once in the log) when there is no cluster."""
+    try:
+        return connect(kubeconfig, context)
+    except ClusterError as exc:
+        log.info("cluster view off: %s", exc)
+        return None
+
+
+def read_json(response: Any) -> Any:
+    """The body of a response opened with _preload_content=False, parsed; the connection goes back
+    to the pool only with its body read."""
+    try:
+        return orjson.loads(response.data) if response.data else {}
+    finally:
+        response.release_conn()
+
+
+def call_json(call: Callable[..., Any], *args: Any, timeout: Any = 30.0, **kwargs: Any) -> Any:
+    """A client call answered as parsed JSON. A cluster that is not there (refused, TLS, DNS) is
+    ClusterError; the API server's own answers (ApiException: 403, 404, 409, 410) pass through."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        response = call(*args, _preload_content=False, _request_timeout=timeout, **kwargs)
+    except ApiException:
+        raise
+    except Exception as exc:
+        raise ClusterError(f"cannot reach the API server: {type(exc).__name__}: {exc}") from None
+    return read_json(response)

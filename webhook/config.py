@@ -392,16 +392,10 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
             problems.append(f"exemptServiceAccounts[{i}]: {account!r} is not namespace/name")
     usernames = _strings(problems, "exemptUsernames", c["exemptUsernames"])
     agent_images = _strings(problems, "nodeAgentImages", c["nodeAgentImages"])
-    node_labels = _strings(problems, "gpuNodeLabels", c["gpuNodeLabels"])
-    for i, label in enumerate(node_labels):
-        if not _LABEL_KEY.match(label):
-            problems.append(f"gpuNodeLabels[{i}]: {label!r} is not a valid label key")
+    node_labels = _names(problems, "gpuNodeLabels", c["gpuNodeLabels"], _LABEL_KEY, "a valid label key")
     runtime_classes = _strings(problems, "gpuRuntimeClasses", c["gpuRuntimeClasses"])
     instance_types = _strings(problems, "gpuInstanceTypes", c["gpuInstanceTypes"])
-    device_classes = _strings(problems, "gpuDeviceClasses", c["gpuDeviceClasses"])
-    for i, name in enumerate(device_classes):
-        if not _SUBDOMAIN.match(name):
-            problems.append(f"gpuDeviceClasses[{i}]: {name!r} is not a DeviceClass name")
+    device_classes = _names(problems, "gpuDeviceClasses", c["gpuDeviceClasses"], _SUBDOMAIN, "a DeviceClass name")
 
     exempt: set[str] = set()
     if _expect(problems, "exemptNamespaces", c["exemptNamespaces"], list, "a list of namespace names"):
@@ -524,6 +518,15 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
         cluster_view=server["clusterView"] == "auto",
         effective=c,
     )
+
+
+def _names(problems: list[str], key: str, value: Any, pattern: re.Pattern[str], what: str) -> list[str]:
+    """`_strings` whose items must also match `pattern` (label keys, object names)."""
+    out = _strings(problems, key, value)
+    for i, name in enumerate(out):
+        if not pattern.match(name):
+            problems.append(f"{key}[{i}]: {name!r} is not {what}")
+    return out
 
 
 def _strings(problems: list[str], key: str, value: Any) -> list[str]:

@@ -260,17 +260,14 @@ def _start_cluster_view(app: web.Application) -> Any:
         put(Active(replace(active.policy, cluster=view), active.screen, active.generation, active.digest))
         counters.view_synced = 0 if view is None else 1
         counters.view_nodes = 0 if view is None else view.nodes
-        before = state["state"]
         if view is None:
             state["state"] = "not synced"
-        else:
-            pending = "; DRA device classes pending" if view.dra_extended is None else ""
-            state["state"] = f"synced ({view.nodes} nodes in {len(view.groups)} groups{pending})"
-        if (before == "not synced") != (view is None):
-            if view is None:
-                log.warning("cluster view lost (watch broken): pre-flight rules are silent until it is back")
-            else:
-                log.info("cluster view %s: pre-flight rules judge", state["state"])
+            log.warning("cluster view lost (watch broken): pre-flight rules are silent until it is back")
+            return
+        pending = "; DRA device classes pending" if view.dra_extended is None else ""
+        state["state"] = f"synced ({view.nodes} nodes in {len(view.groups)} groups{pending})"
+        if active.policy.cluster is None:  # only the change is worth a line, not every new view
+            log.info("cluster view %s: pre-flight rules judge", state["state"])
 
     def publish(view: Any) -> None:  # from the publisher thread
         loop.call_soon_threadsafe(apply, view)

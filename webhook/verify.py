@@ -27,6 +27,7 @@ from typing import Any, Final
 
 import orjson
 
+from .clusterview import ClusterError, call_json
 from .policy import Policy
 from .policy.gpus import is_device, is_shared
 from .policy.quantity import QuantityError, parse_quantity
@@ -55,10 +56,6 @@ PROBE_SCRIPT: Final = (
 )
 _GPU_LINE = re.compile(r"^GPU \d+: .*\(UUID: (GPU-[0-9a-fA-F-]+)\)")
 _MIG_LINE = re.compile(r"^\s+MIG .*\(UUID: (MIG-[0-9a-zA-Z/-]+)\)")
-
-
-class CannotRun(Exception):
-    """No cluster, no GPU nodes, RBAC: exit 2 with the reason."""
 
 
 @dataclass(slots=True)
@@ -126,19 +123,7 @@ class Kube:
         self.timeout = timeout
 
     def _json(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            response = call(*args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
-        except ApiException:
-            raise
-        except Exception as exc:
-            raise CannotRun(f"cannot reach the API server: {type(exc).__name__}: {exc}") from None
-        try:
-            data = response.data
-        finally:
-            response.release_conn()
-        return orjson.loads(data) if data else {}
+        return call_json(call, *args, timeout=self.timeout, **kwargs)
 
     def nodes(self) -> list[dict[str, Any]]:
         return list(self._json(self.core.list_node).get("items") or ())
@@ -161,14 +146,9 @@ class Kube:
         self._json(self.core.delete_namespaced_pod, name, namespace, grace_period_seconds=0)
 
     def logs(self, namespace: str, name: str) -> str:
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            response = self.core.read_namespaced_pod_log(
-                name, namespace, _preload_content=False, _request_timeout=self.timeout
-            )
-        except ApiException:
-            raise
+        response = self.core.read_namespaced_pod_log(
+            name, namespace, _preload_content=False, _request_timeout=self.timeout
+        )
         try:
             return bytes(response.data).decode("utf-8", errors="replace")
         finally:
@@ -246,7 +226,7 @@ class Verifier:
             n["metadata"]["name"]: n for n in nodes if any(v > 0 for v in gpu_resources(n, self.policy).values())
         }
         if not gpu_nodes:
-            raise CannotRun(
+            raise ClusterError(
                 f"no GPU nodes: none of {len(nodes)} nodes advertises a GPU resource of the GPU model "
                 "(gpuResourceName, gpuDeviceResources)"
             )
@@ -610,12 +590,12 @@ class Verifier:
         from kubernetes.client.exceptions import ApiException
 
         names = set(self.probes)
-        with suppress(ApiException, CannotRun):  # whatever is left is found by its label next
+        with suppress(ApiException, ClusterError):  # whatever is left is found by its label next
             names |= {p["metadata"]["name"] for p in self.kube.pods(f"{RUN_LABEL}={self.report.run}", self.o.namespace)}
         for name in sorted(names):
-            with suppress(ApiException, CannotRun):
+            with suppress(ApiException, ClusterError):
                 self.kube.delete_pod(self.o.namespace, name)
-        with suppress(ApiException, CannotRun):  # the owner: its deletion also collects the probes
+        with suppress(ApiException, ClusterError):  # the owner: its deletion also collects the probes
             self.kube.delete_config_map(self.o.namespace, f"gpu-policy-verify-{self.report.run}")
         self.report.cleaned = True
         self.progress(f"cleaned up: {len(names)} probe(s) and their owner deleted")

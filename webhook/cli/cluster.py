@@ -8,6 +8,7 @@ code 2 with the reason, never a silent "all clear".
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from dataclasses import replace
@@ -15,7 +16,8 @@ from typing import Any
 
 import yaml
 
-from ..audit import Audit, ClusterError, apply_reports, policy_reports, reports_served, run
+from ..audit import Audit, apply_reports, policy_reports, reports_served, run
+from ..clusterview import ClusterError
 from ..policy import Mode, Policy
 from ..policy.engine import DENY_PREFIX
 from ..reports import EXIT_DENIED, EXIT_INPUT, EXIT_OK
@@ -23,12 +25,9 @@ from .settings import chart_view, from_args
 
 
 def connect(args: argparse.Namespace) -> Any:
-    from ..clusterview import load_client
+    from ..clusterview import connect as connect_cluster
 
-    loaded = load_client(getattr(args, "kubeconfig", None), getattr(args, "context", None))
-    if loaded is None:
-        raise ClusterError("no cluster: no in-cluster config and no usable kubeconfig (--kubeconfig, $KUBECONFIG)")
-    return loaded[0]
+    return connect_cluster(getattr(args, "kubeconfig", None), getattr(args, "context", None))[0]
 
 
 def with_cluster(args: argparse.Namespace, policy: Policy, client: Any = None) -> Policy:
@@ -63,7 +62,10 @@ def audit(args: argparse.Namespace) -> int:
         result = run(client, policy, args.namespace, args.page_size, progress)
         reports = policy_reports(result) if (args.report or args.report_file) else []
         if args.report_file:
-            with open(args.report_file, "w", encoding="utf-8") if args.report_file != "-" else _stdout() as out:
+            to_file = args.report_file != "-"
+            with (
+                open(args.report_file, "w", encoding="utf-8") if to_file else contextlib.nullcontext(sys.stdout) as out
+            ):
                 yaml.safe_dump_all(reports, out, sort_keys=False)
         if args.report:
             apply_reports(client, reports)
@@ -79,14 +81,6 @@ def audit(args: argparse.Namespace) -> int:
     if result.denied() or (args.strict and result.would_deny()):
         return EXIT_DENIED
     return EXIT_OK
-
-
-class _stdout:
-    def __enter__(self) -> Any:
-        return sys.stdout
-
-    def __exit__(self, *_exc: object) -> None:
-        sys.stdout.flush()
 
 
 def audit_dict(result: Audit) -> dict[str, Any]:
@@ -188,7 +182,7 @@ def verify(args: argparse.Namespace) -> int:
     try:
         verifier = v.Verifier(v.Kube(connect(args)), policy, options, progress)
         report = verifier.run()
-    except (ClusterError, v.CannotRun) as exc:
+    except ClusterError as exc:
         print(f"gpu-policy verify: could not run: {exc}", file=sys.stderr)
         return v.EXIT_CANNOT_RUN
     except ApiException as exc:

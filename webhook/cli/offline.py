@@ -26,7 +26,7 @@ def check(args: argparse.Namespace) -> int:
     chart = chart_view(args)
     policy = from_args(args, chart).policy
     if args.cluster:
-        from ..audit import ClusterError
+        from ..clusterview import ClusterError
         from .cluster import with_cluster
 
         try:

@@ -8,9 +8,11 @@ skip a shape check by accident, and "malformed" is always a clear error, never a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from decimal import Decimal
+from types import MappingProxyType
 from typing import Any, Final
 
 from .quantity import QuantityError, parse_quantity
@@ -23,6 +25,9 @@ from .types import ContainerKind, Policy, Violation
 # every env list is walked and checked. An env list that is skipped holds nothing a rule
 # reads, so its shape is not ours to judge.
 WATCHED: Final = frozenset({"NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "NVIDIA_DRIVER_CAPABILITIES"})
+# The claim references of a pod without spec.resourceClaims (nearly all): one shared, read-only
+# mapping instead of an empty dict per view.
+NO_CLAIMS: Final[Mapping[str, tuple[str, str]]] = MappingProxyType({})
 
 
 class ShapeError(ValueError):
@@ -175,7 +180,7 @@ class PodView:
     raw_affinity: Any = None
     raw_tolerations: Any = None
     # spec.resourceClaims[*].name -> ("template" | "claim", the object it names), for DRA resolution
-    claim_refs: dict[str, tuple[str, str]] = dataclass_field(default_factory=dict)
+    claim_refs: Mapping[str, tuple[str, str]] = dataclass_field(default_factory=lambda: NO_CLAIMS)
     _host_paths: tuple[HostPath, ...] | None = None
     preflight: Any = None  # webhook.policy.preflight's analysis, computed once for its three rules
 
@@ -365,7 +370,7 @@ def build_view(
     account = spec.get("serviceAccountName") or spec.get("serviceAccount")  # the second: deprecated alias
     claims = spec.get("resourceClaims")
     runtime = spec.get("runtimeClassName")
-    claim_refs = {} if claims is None else _resource_claims(claims, spec_path)
+    claim_refs = NO_CLAIMS if claims is None else _resource_claims(claims, spec_path)
     return PodView(
         path=spec_path,
         meta_path=meta_path,
@@ -470,7 +475,7 @@ def _controller_kind(value: Any, meta_path: str) -> str:
     return ""
 
 
-def _resource_claims(value: Any, spec_path: str) -> dict[str, tuple[str, str]]:
+def _resource_claims(value: Any, spec_path: str) -> Mapping[str, tuple[str, str]]:
     """spec.resourceClaims[*]: name -> ("template" | "claim", the object it names; "" if neither).
     Both shapes are accepted: 1.31+ puts resourceClaimName or resourceClaimTemplateName on the
     entry, 1.26-1.30 wrapped them in `source`. Which device a claim resolves to needs the
