@@ -1,4 +1,4 @@
-"""The thin HTTPS layer: bytes in, `webhook.admission` in the middle, bytes out.
+"""The admission server: bytes in, `webhook.admission` in the middle, bytes out (webhook.http carries them).
 
 Everything that can go wrong with a request maps to a clear answer: a broken envelope is
 an HTTP 4xx with a JSON error; a failure inside the policy is `allowed: false`, code 500,
@@ -11,19 +11,23 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
 
 from aiohttp import web
 
 from . import admission, logs, review
 from .config import Settings
+from .http import TEXT, Answer, Handler, Limits, Route
+from .http import Server as HttpServer
 from .metrics import Metrics
 from .policy import Policy
 from .reload import Active, ConfigReloader, VersionWatcher, activate
 from .review import ReviewError
 from .screen import watched_in
-from .tls import CertReloader
+
+if TYPE_CHECKING:
+    from .tls import CertReloader
 
 log = logging.getLogger("gpu-policy.server")
 # One line per review that changed something or said something (denied, patched, warned) at info,
@@ -60,15 +64,6 @@ def _log_review(
     )
 
 
-SETTINGS = web.AppKey("settings", Settings)
-METRICS = web.AppKey("metrics", Metrics)
-RELOADER = web.AppKey("reloader", CertReloader)
-READY = web.AppKey("ready", dict)
-CONFIG_RELOADER = web.AppKey("config_reloader", ConfigReloader)
-VERSION_WATCHER = web.AppKey("version_watcher", VersionWatcher)
-CLUSTER = web.AppKey("cluster", dict)  # {"client": ApiClient, "timing": Timing, "state": str}
-
-
 class Cell:
     """The active policy: one attribute, replaced whole by a reload, read once per request."""
 
@@ -78,109 +73,158 @@ class Cell:
         self.active = active
 
 
-CELL = web.AppKey("cell", Cell)
-
 Decide = Callable[[review.Request, Policy, frozenset[str]], admission.Outcome]
 
+JSON: Final = b"application/json"
+EXPOSITION: Final = "text/plain; version=0.0.4; charset=utf-8"
 
-def _error(status: int, message: str) -> web.Response:
-    return web.Response(status=status, body=review.dumps({"error": message}), content_type="application/json")
+
+def _error(status: int, message: str) -> Answer:
+    return status, JSON, review.dumps({"error": message}), False
 
 
-def _handler(name: str, decide: Decide, app: web.Application) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-    validating = name == "validate"
-    # Resolved once here, not looked up per request.
-    settings, counters, cell, ready = app[SETTINGS], app[METRICS], app[CELL], app[READY]
+class Webhook:
+    """The admission server's state and answers, transport-free: `routes` is what webhook.http
+    serves on the TLS port; `start`/`stop` run the watchers (certificates, config file, cluster
+    version, cluster view) beside it."""
 
-    async def handle(request: web.Request) -> web.StreamResponse:
-        if request.content_type != "application/json":
-            return _error(415, f"Content-Type must be application/json, got {request.content_type!r}")
-        # Most bodies arrive with their headers: nothing to wait for, no timer to arm. Only a body
-        # still arriving is counted in flight and given server.bodySeconds.
-        waiting = not request.content.is_eof()
-        if waiting:
-            counters.in_flight += 1
-        try:
-            if waiting:
-                async with asyncio.timeout(settings.body_seconds):
-                    body = await request.read()
+    def __init__(
+        self,
+        settings: Settings,
+        reloader: CertReloader | None = None,
+        config_path: str | None = None,
+        digest: str = "",
+        detect_version: Callable[[], tuple[int, int] | None] | None = None,
+        cluster_client: Any = None,
+        cluster_timing: Any = None,
+    ) -> None:
+        """`reloader` owns the TLS context; the config file at `config_path` (whose bytes hash to
+        `digest`) and, with `detect_version` (clusterVersion auto), the cluster's version are
+        watched while it runs; with `cluster_client` (a kubernetes ApiClient) the cluster view
+        too (webhook.clusterview), which the pre-flight rules read."""
+        self.settings = settings
+        counters = self.metrics = Metrics()
+        self.ready = False
+        self.reloader = reloader
+        if reloader is not None:
+            reloader.on_reload = counters.count_reload
+            counters.cert_not_after = lambda: reloader.not_after
+        # The policy and its screen are resolved once per (re)load, never per request.
+        cell = self.cell = Cell(activate(settings, 1, digest))
+        counters.config_generation = 1
+        self.config_reloader: ConfigReloader | None = None
+        self.version_watcher: VersionWatcher | None = None
+        if config_path is not None:
+            self.config_reloader = ConfigReloader(
+                config_path, settings, lambda: cell.active, self.put, counters.count_config
+            )
+        if detect_version is not None and settings.cluster_version_seconds > 0:
+            self.version_watcher = VersionWatcher(
+                settings.cluster_version_seconds, detect_version, lambda: cell.active, self.put
+            )
+        self.cluster_client, self.cluster_timing = cluster_client, cluster_timing
+        self.cluster_state = "off"
+        counters.view_synced = -1 if cluster_client is None else 0
+        self._tasks: list[asyncio.Task[None]] = []
+        self._cluster_watcher: Any = None
+        post, get = frozenset({b"POST"}), frozenset({b"GET", b"HEAD"})
+        self.routes: dict[bytes, Route] = {
+            b"/validate": Route(post, self._handler("validate", admission.validate)),
+            b"/mutate": Route(post, self._handler("mutate", admission.mutate)),
+            b"/healthz": Route(get, lambda _t, _b: (200, TEXT, b"ok", False)),
+            b"/readyz": Route(get, self.readyz),
+            b"/metrics": Route(get, lambda _t, _b: (200, EXPOSITION.encode(), counters.render(), False)),
+        }
+
+    def put(self, active: Active) -> None:
+        self.cell.active = active
+        self.metrics.config_generation = active.generation
+
+    def readyz(self, _content_type: str = "", _body: bytes = b"") -> Answer:
+        """Ready or not, with the cluster view's state on a second line. The view never decides
+        readiness: an unready webhook fails every pod (failurePolicy), while a missing view only
+        silences the pre-flight rules."""
+        view = f"cluster view: {self.cluster_state}"
+        if self.ready:
+            return 200, TEXT, f"ok\n{view}\n".encode(), False
+        return 503, TEXT, f"not ready\n{view}\n".encode(), False
+
+    def _handler(self, name: str, decide: Decide) -> Handler:
+        validating = name == "validate"
+        # Resolved once here, not looked up per request.
+        counters, cell = self.metrics, self.cell
+
+        def handle(content_type: str, body: bytes) -> Answer:
+            if content_type != "application/json":
+                return _error(415, f"Content-Type must be application/json, got {content_type!r}")
+            started = time.perf_counter()
+            if not body:
+                return _error(400, "empty body: expected an AdmissionReview")
+            try:
+                data = review.loads(body)
+            except ValueError as exc:
+                return _error(400, f"body is not valid JSON: {exc}")
+            try:
+                req = review.parse(data)
+            except ReviewError as exc:
+                return _error(exc.status, str(exc))
+            active = cell.active  # read once: a reload swaps it between requests, never within one
+            screen = active.screen
+            may_matter = screen.may_validate(body) if validating else screen.may_mutate(body)
+            try:
+                # A substring screen of the raw body: most non-GPU pods cannot concern any enabled
+                # rule, and are answered without being walked (see webhook.screen).
+                outcome = decide(req, active.policy, watched_in(body)) if may_matter else admission.SCREENED
+                payload = review.dumps(review.respond(req, outcome))
+            except Exception as exc:  # a bug must cost one request, never the server or an accidental allow
+                log.exception("internal error on %s uid=%s", name, req.uid)
+                payload = review.dumps(review.errored(req.api_version, req.uid, f"gpu-policy internal error: {exc}"))
+                counters.observe(name, "error", time.perf_counter() - started, [])
             else:
-                body = await request.read()
-        except web.HTTPRequestEntityTooLarge as exc:
-            return _error(413, f"body larger than the {settings.max_request_bytes} byte limit: {exc.text}")
-        except TimeoutError:
-            # A client trickling its body must not hold a handler: 408, and the connection closes.
-            response = _error(408, f"request body not complete within {settings.body_seconds:g} s")
-            response.force_close()
-            return response
-        finally:
-            if waiting:
-                counters.in_flight -= 1
-        started = time.perf_counter()
-        if not body:
-            return _error(400, "empty body: expected an AdmissionReview")
-        try:
-            data = review.loads(body)
-        except ValueError as exc:
-            return _error(400, f"body is not valid JSON: {exc}")
-        try:
-            req = review.parse(data)
-        except ReviewError as exc:
-            return _error(exc.status, str(exc))
-        active = cell.active  # read once: a reload swaps it between requests, never within one
-        screen = active.screen
-        may_matter = screen.may_validate(body) if validating else screen.may_mutate(body)
-        try:
-            # A substring screen of the raw body: most non-GPU pods cannot concern any enabled
-            # rule, and are answered without being walked (see webhook.screen).
-            outcome = decide(req, active.policy, watched_in(body)) if may_matter else admission.SCREENED
-            payload = review.dumps(review.respond(req, outcome))
-        except Exception as exc:  # a bug must cost one request, never the server or an accidental allow
-            log.exception("internal error on %s uid=%s", name, req.uid)
-            payload = review.dumps(review.errored(req.api_version, req.uid, f"gpu-policy internal error: {exc}"))
-            counters.observe(name, "error", time.perf_counter() - started, [])
-        else:
-            seconds = time.perf_counter() - started
-            found = outcome.counted()
-            counters.observe(name, outcome.decision, seconds, found)
-            # The fields are built only for a line that is written (the level is checked first).
-            level = logging.INFO if outcome.decision in _NOTEWORTHY or outcome.warnings else logging.DEBUG
-            if logs.REVIEW.isEnabledFor(level):
-                _log_review(level, name, req, outcome, found, seconds)
-        response = web.Response(body=payload, content_type="application/json")
-        if not ready["ready"]:
+                seconds = time.perf_counter() - started
+                found = outcome.counted()
+                counters.observe(name, outcome.decision, seconds, found)
+                # The fields are built only for a line that is written (the level is checked first).
+                level = logging.INFO if outcome.decision in _NOTEWORTHY or outcome.warnings else logging.DEBUG
+                if logs.REVIEW.isEnabledFor(level):
+                    _log_review(level, name, req, outcome, found, seconds)
             # Draining: answer, but close the connection, so the API server's next review opens
             # a new one (to a replica that is staying) instead of reusing ours as we stop.
-            response.force_close()
-        return response
+            return 200, JSON, payload, not self.ready
 
-    return handle
+        return handle
+
+    def limits(self) -> Limits:
+        s = self.settings
+        return Limits(s.max_request_bytes, s.idle_seconds, s.body_seconds)
+
+    def count_body_wait(self, delta: int) -> None:
+        self.metrics.in_flight += delta
+
+    async def start(self) -> None:
+        """The watchers beside the server; then ready."""
+        if self.reloader is not None:
+            self._tasks.append(asyncio.create_task(self.reloader.run()))
+        if self.config_reloader is not None:
+            self._tasks.append(asyncio.create_task(self.config_reloader.run()))
+        if self.version_watcher is not None:
+            self._tasks.append(asyncio.create_task(self.version_watcher.run()))
+        self._cluster_watcher = _start_cluster_view(self)
+        self.ready = True
+
+    async def stop(self) -> None:
+        self.ready = False
+        if self._cluster_watcher is not None:
+            self._cluster_watcher.close()
+        for task in self._tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
 
 
-def set_ready(app: web.Application, ready: bool) -> None:
-    app[READY]["ready"] = ready
-
-
-async def healthz(_request: web.Request) -> web.Response:
-    return web.Response(text="ok")
-
-
-async def readyz(request: web.Request) -> web.Response:
-    """Ready or not, with the cluster view's state on a second line. The view never decides
-    readiness: an unready webhook fails every pod (failurePolicy), while a missing view only
-    silences the pre-flight rules."""
-    view = f"cluster view: {request.app[CLUSTER]['state']}"
-    if request.app[READY].get("ready"):
-        return web.Response(text=f"ok\n{view}\n")
-    return web.Response(status=503, text=f"not ready\n{view}\n")
-
-
-EXPOSITION = "text/plain; version=0.0.4; charset=utf-8"
-
-
-async def metrics(request: web.Request) -> web.Response:
-    m = request.app[METRICS]
-    return web.Response(body=m.render(), headers={"Content-Type": EXPOSITION})
+def set_ready(webhook: Webhook, ready: bool) -> None:
+    webhook.ready = ready
 
 
 def metrics_app(render: Callable[[], bytes]) -> web.Application:
@@ -194,64 +238,35 @@ def metrics_app(render: Callable[[], bytes]) -> web.Application:
     return app
 
 
-def create_app(
-    settings: Settings,
-    reloader: CertReloader | None = None,
-    config_path: str | None = None,
-    digest: str = "",
-    detect_version: Callable[[], tuple[int, int] | None] | None = None,
-    cluster_client: Any = None,
-    cluster_timing: Any = None,
-) -> web.Application:
-    """The application; `reloader` (owning the TLS context), the config file at `config_path`
-    (whose bytes hash to `digest`) and, with `detect_version` (clusterVersion auto), the cluster's
-    version are watched while the app runs; with `cluster_client` (a kubernetes ApiClient) the
-    cluster view too (webhook.clusterview), which the pre-flight rules read."""
-    app = web.Application(client_max_size=settings.max_request_bytes)
-    app[SETTINGS] = settings
-    counters = app[METRICS] = Metrics()
-    app[READY] = {"ready": False}
-    if reloader is not None:
-        app[RELOADER] = reloader
-        reloader.on_reload = counters.count_reload
-        counters.cert_not_after = lambda: reloader.not_after
-    # The policy and its screen are resolved once per (re)load, never per request.
-    cell = app[CELL] = Cell(activate(settings, 1, digest))
-    counters.config_generation = 1
-
-    def put(active: Active) -> None:
-        cell.active = active
-        counters.config_generation = active.generation
-
-    if config_path is not None:
-        app[CONFIG_RELOADER] = ConfigReloader(config_path, settings, lambda: cell.active, put, counters.count_config)
-    if detect_version is not None and settings.cluster_version_seconds > 0:
-        app[VERSION_WATCHER] = VersionWatcher(
-            settings.cluster_version_seconds, detect_version, lambda: cell.active, put
-        )
-    app[CLUSTER] = {"client": cluster_client, "timing": cluster_timing, "state": "off", "put": put}
-    counters.view_synced = -1 if cluster_client is None else 0
-    app.router.add_post("/validate", _handler("validate", admission.validate, app))
-    app.router.add_post("/mutate", _handler("mutate", admission.mutate, app))
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    app.router.add_get("/metrics", metrics)
-    app.cleanup_ctx.append(_lifecycle)
-    return app
+async def serve(webhook: Webhook, host: str, port: int, context: Any, *, reuse_port: bool = False) -> HttpServer:
+    """The TLS port (webhook.http) answering `webhook`'s routes, after its watchers started."""
+    await webhook.start()
+    http = HttpServer(webhook.routes, webhook.limits(), webhook.count_body_wait)
+    try:
+        await http.start(host, port, context, reuse_port=reuse_port)
+    except BaseException:
+        await webhook.stop()
+        raise
+    return http
 
 
-def _start_cluster_view(app: web.Application) -> Any:
+async def shutdown(webhook: Webhook, http: HttpServer, timeout: float = 15.0) -> None:
+    """Stop listening, finish the requests in flight (up to `timeout`), stop the watchers."""
+    await http.stop(timeout)
+    await webhook.stop()
+
+
+def _start_cluster_view(webhook: Webhook) -> Any:
     """Starts the watch threads; each view they publish is swapped into the cell on the loop."""
-    state = app[CLUSTER]
-    if state["client"] is None:
+    if webhook.cluster_client is None:
         return None
     from dataclasses import replace
 
     from .clusterview import ClusterWatcher, Timing
 
-    cell, counters, put = app[CELL], app[METRICS], state["put"]
+    cell, counters, put = webhook.cell, webhook.metrics, webhook.put
     loop = asyncio.get_running_loop()
-    state["state"] = "not synced"
+    webhook.cluster_state = "not synced"
 
     def apply(view: Any) -> None:
         active = cell.active
@@ -261,24 +276,19 @@ def _start_cluster_view(app: web.Application) -> Any:
         counters.view_synced = 0 if view is None else 1
         counters.view_nodes = 0 if view is None else view.nodes
         if view is None:
-            state["state"] = "not synced"
+            webhook.cluster_state = "not synced"
             log.warning("cluster view lost (watch broken): pre-flight rules are silent until it is back")
             return
         pending = "; DRA device classes pending" if view.dra_extended is None else ""
-        state["state"] = f"synced ({view.nodes} nodes in {len(view.groups)} groups{pending})"
+        webhook.cluster_state = f"synced ({view.nodes} nodes in {len(view.groups)} groups{pending})"
         if active.policy.cluster is None:  # only the change is worth a line, not every new view
-            log.info("cluster view %s: pre-flight rules judge", state["state"])
+            log.info("cluster view %s: pre-flight rules judge", webhook.cluster_state)
 
     def publish(view: Any) -> None:  # from the publisher thread
         loop.call_soon_threadsafe(apply, view)
 
-    watcher = ClusterWatcher(
-        state["client"],
-        publish,
-        state["timing"] or Timing(),
-        counters,
-    )
-    version_watcher = app.get(VERSION_WATCHER)
+    watcher = ClusterWatcher(webhook.cluster_client, publish, webhook.cluster_timing or Timing(), counters)
+    version_watcher = webhook.version_watcher
     if version_watcher is not None:  # a reconnect may follow a control-plane upgrade
 
         def reconnected() -> None:  # from a watch thread
@@ -287,26 +297,3 @@ def _start_cluster_view(app: web.Application) -> Any:
         watcher.reconnected = reconnected
     watcher.start()
     return watcher
-
-
-async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
-    tasks = []
-    reloader = app.get(RELOADER)
-    if reloader is not None:
-        tasks.append(asyncio.create_task(reloader.run()))
-    config_reloader = app.get(CONFIG_RELOADER)
-    if config_reloader is not None:
-        tasks.append(asyncio.create_task(config_reloader.run()))
-    watcher = app.get(VERSION_WATCHER)
-    if watcher is not None:
-        tasks.append(asyncio.create_task(watcher.run()))
-    cluster_watcher = _start_cluster_view(app)
-    app[READY]["ready"] = True
-    yield
-    app[READY]["ready"] = False
-    if cluster_watcher is not None:
-        cluster_watcher.close()
-    for task in tasks:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task

@@ -54,9 +54,7 @@ async def _serve(
 ) -> None:
     """Serve until SIGTERM or SIGINT; on SIGTERM drain first (see Settings.drain_seconds).
     SIGHUP reloads the config file at once (it is also watched; see webhook.reload)."""
-    from aiohttp import web
-
-    from ..server import CONFIG_RELOADER, METRICS, create_app, metrics_app, set_ready
+    from ..server import Webhook, metrics_app, serve, set_ready, shutdown
 
     host, port = args.host, args.port
     detect = None
@@ -74,29 +72,16 @@ async def _serve(
         if loaded is not None:
             cluster_client, where = loaded
             log.info("cluster view: watching nodes through the %s config", where)
-    app = create_app(settings, reloader, args.config, digest, detect, cluster_client)
-    # access_log=None: the API server calls for every pod, so no per-request log lines.
-    runner = web.AppRunner(
-        app,
-        access_log=None,
-        handle_signals=False,
-        shutdown_timeout=15.0,
-        # Idle connections, and connections that never finish their headers, close after this.
-        keepalive_timeout=settings.idle_seconds,
-        # After an early answer (408, 413) aiohttp drains the unread body before closing, 10 s by
-        # default: a trickling client would keep its connection that long. One second is plenty
-        # for an honest client to read the answer.
-        lingering_time=1.0,
-    )
-    await runner.setup()
-    site = web.TCPSite(runner, host, port, ssl_context=reloader.context, reuse_port=reuse_port or None)
-    await site.start()
+    webhook = Webhook(settings, reloader, args.config, digest, detect, cluster_client)
+    http = await serve(webhook, host, port, reloader.context, reuse_port=reuse_port)
     extra: list[asyncio.Task[None]] = []
     metrics_runner = None
     if snapshots is not None:  # a worker: the parent serves the metrics port from our snapshots
-        extra.append(asyncio.create_task(_write_snapshots(app[METRICS], snapshots)))
+        extra.append(asyncio.create_task(_write_snapshots(webhook.metrics, snapshots)))
     elif args.metrics_port:
-        metrics_runner = web.AppRunner(metrics_app(app[METRICS].render), access_log=None, handle_signals=False)
+        from aiohttp import web
+
+        metrics_runner = web.AppRunner(metrics_app(webhook.metrics.render), access_log=None, handle_signals=False)
         await metrics_runner.setup()
         try:
             await web.TCPSite(metrics_runner, host, args.metrics_port).start()
@@ -111,27 +96,27 @@ async def _serve(
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
-    config_reloader = app.get(CONFIG_RELOADER)
-    if config_reloader is not None:
-        loop.add_signal_handler(signal.SIGHUP, config_reloader.wake.set)
+    if webhook.config_reloader is not None:
+        loop.add_signal_handler(signal.SIGHUP, webhook.config_reloader.wake.set)
     try:
         if await received == signal.SIGTERM and settings.drain_seconds > 0:
             # Kubernetes removes a terminating pod from the Service while it is told to stop;
             # answering a little longer turns that race into zero failed admissions.
-            set_ready(app, False)
+            set_ready(webhook, False)
             log.info("SIGTERM: not ready, draining for %.1f s", settings.drain_seconds)
             await asyncio.sleep(settings.drain_seconds)
     finally:
-        await runner.cleanup()  # closes the listener, then waits for reviews in flight
+        await shutdown(webhook, http, SHUTDOWN_SECONDS)  # closes the listener, then finishes reviews in flight
         if metrics_runner is not None:
             await metrics_runner.cleanup()
         for task in extra:
             task.cancel()
         if snapshots is not None:
-            _write_snapshot(app[METRICS], snapshots)  # the last word: counters up to the exit
+            _write_snapshot(webhook.metrics, snapshots)  # the last word: counters up to the exit
 
 
 SNAPSHOT_SECONDS = 1.0
+SHUTDOWN_SECONDS = 15.0  # requests in flight at the stop get this long to finish
 
 
 def _write_snapshot(metrics: Metrics, folder: str) -> None:
