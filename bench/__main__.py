@@ -299,16 +299,13 @@ def report(results: dict[str, Any]) -> str:
         lines += ["", "Workers (unpinned; load generator shares the 2 cores), /validate at 64 connections:"]
         for k, r in w.items():
             lines.append(f"  {k:28} {r['rps']:>7} req/s  p99 {r['p99_ms']:.2f} ms")
-    lines += ["", "Policy core alone (view + all rules + all mutations), median us per pod (served / cold)"]
+    lines += ["", "Policy core alone (view + all rules + all mutations), median us per pod"]
     cel = results.get("cel")
     lines[-1] += "; the four core rules as one CEL program (cel-cpp) for comparison:" if cel else ":"
     builds = list(results["core"])
-    lines.append(f"  {'pod':22} " + " ".join(f"{b:>19}" for b in builds))
+    lines.append(f"  {'pod':22} " + " ".join(f"{b:>10}" for b in builds))
     for k in results["core"][builds[0]]:
-        cells = " ".join(
-            f"{results['core'][b][k]['median_us']:8.2f} / {results['core'][b][k]['cold_median_us']:8.2f}"
-            for b in builds
-        )
+        cells = " ".join(f"{results['core'][b][k]['median_us']:10.2f}" for b in builds)
         cel_text = f"   CEL {cel[k]['median_us']:8.2f}" if cel and k in cel else ""
         lines.append(f"  {k:22} {cells}{cel_text}")
     return "\n".join(lines)

@@ -20,7 +20,6 @@ import pytest
 from tests.apiserver import ApiServer
 from tests.helpers import base_objects, default_policy, junk, nodes, replace
 from webhook import admission, review
-from webhook.screen import watched_in
 
 POLICY = default_policy(cluster_version=(1, 27), accelerator_default="t4")
 ROUNDS = 60  # per base object; ~3,000 mutated objects in all
@@ -40,7 +39,7 @@ def test_mutated_objects_get_a_verdict_and_applicable_patches(seed: int) -> None
             body = json.dumps(envelope).encode()
             req = review.parse(json.loads(body))
             for decide in (admission.validate, admission.mutate):
-                outcome = decide(req, POLICY, watched_in(body))
+                outcome = decide(req, POLICY)
                 response = review.respond(req, outcome)["response"]
                 assert response["uid"] == req.uid
                 if outcome.decision == "malformed":

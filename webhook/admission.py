@@ -15,7 +15,6 @@ from typing import Any
 
 from .policy import Mode, Policy, ShapeError, Verdict, Violation, engine
 from .policy.engine import clip
-from .policy.objects import WATCHED
 from .review import Request
 
 EPHEMERAL = "ephemeralcontainers"
@@ -133,13 +132,13 @@ def _shape_of(path: str) -> str:
     return f"containers: ['{general}']"
 
 
-def validate(req: Request, policy: Policy, watch: frozenset[str] = WATCHED) -> Outcome:
+def validate(req: Request, policy: Policy) -> Outcome:
     skipped = _out_of_scope(req, policy)
     if skipped is not None:
         return skipped
     obj = req.object
     try:
-        found = engine.find_violations(obj, req.group, req.kind, policy, watch, req.namespace)
+        found = engine.find_violations(obj, req.group, req.kind, policy, req.namespace)
     except ShapeError as exc:
         return _malformed(req, exc)
     if found is None:
@@ -150,7 +149,7 @@ def validate(req: Request, policy: Policy, watch: frozenset[str] = WATCHED) -> O
         if isinstance(metadata, Mapping) and metadata.get("deletionTimestamp"):
             return SKIP_DELETING  # finalizers must be removable from anything being deleted
         try:
-            before = engine.find_violations(req.old_object, req.group, req.kind, policy, watch, req.namespace)
+            before = engine.find_violations(req.old_object, req.group, req.kind, policy, req.namespace)
         except ShapeError:
             before = None  # an unreadable old object grandfathers nothing
     verdict = engine.judge(found, policy, before)
@@ -166,7 +165,7 @@ def _ephemeral_names(old: Any) -> set[str]:
     return {c["name"] for c in items or () if isinstance(c, Mapping) and isinstance(c.get("name"), str)}
 
 
-def mutate(req: Request, policy: Policy, watch: frozenset[str] = WATCHED) -> Outcome:
+def mutate(req: Request, policy: Policy) -> Outcome:
     if req.kind != "Pod" or req.group:
         return SKIP_KIND
     exempt = _exempt(req, policy)
@@ -178,7 +177,7 @@ def mutate(req: Request, policy: Policy, watch: frozenset[str] = WATCHED) -> Out
     if not ephemeral and (req.operation != "CREATE" or req.sub_resource):
         return SKIP_NOT_MUTATED
     try:
-        pod = engine.pod_view(req.object, policy, watch, req.namespace)
+        pod = engine.pod_view(req.object, policy, req.namespace)
     except ShapeError as exc:
         return _malformed(req, exc)
     if ephemeral:

@@ -14,14 +14,10 @@ from dataclasses import dataclass
 from typing import Final
 
 from .policy import ALL_RULES, MUTATIONS, Mode, Policy, Trigger, Where
-from .policy.objects import WATCHED
 
 # Any backslash in JSON text starts an escape; Go's encoder (the API server's) writes them
 # only for control characters, <, > and &. One memchr-speed check beats scanning for each form.
 ESCAPE: Final = b"\\"
-# Full names, not shared prefixes: a longer pattern skips further, so `"NVIDIA_" in body`
-# costs more than `"NVIDIA_VISIBLE_DEVICES" in body` (measured on 7 KB pod reviews).
-_WATCHED_BYTES: Final = tuple((name, name.encode()) for name in sorted(WATCHED))
 
 
 def tokens(trigger: Trigger, policy: Policy) -> tuple[bytes, ...]:
@@ -80,14 +76,3 @@ class Screen:
 
     def may_mutate(self, body: bytes) -> bool:
         return self._may_matter(body, self.mutate_tokens)
-
-
-def watched_in(raw: bytes) -> frozenset[str]:
-    """The texts of objects.WATCHED (env names, the device-list folder) that occur in `raw`.
-
-    Env lists without any of them are then not walked at all: they are most of a pod spec's
-    bytes. When an escape could spell a name differently, every env list is walked.
-    """
-    if ESCAPE in raw:
-        return WATCHED
-    return frozenset(name for name, text in _WATCHED_BYTES if text in raw)

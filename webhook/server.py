@@ -24,7 +24,6 @@ from .metrics import Metrics
 from .policy import Policy
 from .reload import Active, ConfigReloader, VersionWatcher, activate
 from .review import ReviewError
-from .screen import watched_in
 
 if TYPE_CHECKING:
     from .tls import CertReloader
@@ -73,7 +72,7 @@ class Cell:
         self.active = active
 
 
-Decide = Callable[[review.Request, Policy, frozenset[str]], admission.Outcome]
+Decide = Callable[[review.Request, Policy], admission.Outcome]
 
 JSON: Final = b"application/json"
 EXPOSITION: Final = "text/plain; version=0.0.4; charset=utf-8"
@@ -174,7 +173,7 @@ class Webhook:
             try:
                 # A substring screen of the raw body: most non-GPU pods cannot concern any enabled
                 # rule, and are answered without being walked (see webhook.screen).
-                outcome = decide(req, active.policy, watched_in(body)) if may_matter else admission.SCREENED
+                outcome = decide(req, active.policy) if may_matter else admission.SCREENED
                 payload = review.dumps(review.respond(req, outcome))
             except Exception as exc:  # a bug must cost one request, never the server or an accidental allow
                 log.exception("internal error on %s uid=%s", name, req.uid)

@@ -7,13 +7,13 @@ functions for the server and the offline CLI alike.
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from .gpus import is_companion, is_device
 from .mutations import isolate_non_gpu
 from .nodes import view_of_nodes
-from .objects import WATCHED, PodView, ShapeError, build_views, find_templates
+from .objects import PodView, ShapeError, build_views, find_templates
 from .registry import MUTATIONS, OBJECT_RULES, RULES
 from .types import MAX_WARNING, Changes, CheckFn, Mode, Mutation, ObjectRule, Policy, Rule, Violation
 
@@ -30,24 +30,20 @@ DENY_PREFIX: Final = "violates GPU policy: "
 WARN_PREFIX: Final = "would violate GPU policy: "
 
 
-def pod_views(
-    obj: Any, group: str, kind: str, policy: Policy, watch: frozenset[str] = WATCHED, namespace: str = ""
-) -> list[PodView] | None:
+def pod_views(obj: Any, group: str, kind: str, policy: Policy, namespace: str = "") -> list[PodView] | None:
     """Every pod template in `obj` (the Pod itself for a Pod), or None for kinds without templates.
 
-    `watch` narrows the env names worth recording to those the request can contain (the
-    transport knows from the raw body); env lists without any of them are not walked.
     `namespace` is the request's ("" reads the object's metadata).
     """
     templates = find_templates(group, kind, policy)
     if templates is None:
         return None
-    return build_views(obj, templates, policy, watch, kind, namespace)
+    return build_views(obj, templates, policy, kind, namespace)
 
 
-def pod_view(obj: Any, policy: Policy, watch: frozenset[str] = WATCHED, namespace: str = "") -> PodView:
+def pod_view(obj: Any, policy: Policy, namespace: str = "") -> PodView:
     """The view of a Pod."""
-    found = pod_views(obj, "", "Pod", policy, watch, namespace)
+    found = pod_views(obj, "", "Pod", policy, namespace)
     assert found is not None and len(found) == 1
     return found[0]
 
@@ -147,26 +143,28 @@ def exempt(pod: PodView, policy: Policy) -> bool:
     return bool(accounts) and f"{pod.namespace}/{pod.service_account}" in accounts
 
 
-def find_violations(
-    obj: Any, group: str, kind: str, policy: Policy, watch: frozenset[str] = WATCHED, namespace: str = ""
-) -> list[Violation] | None:
+def find_violations(obj: Any, group: str, kind: str, policy: Policy, namespace: str = "") -> list[Violation] | None:
     """Every violation in `obj`, or None when its kind is not policed at all."""
     object_rules = OBJECT_RULES_BY_KIND.get((group, kind))
     if object_rules is not None:
         if not isinstance(obj, dict):
             raise ShapeError("object", "must be an object")
         return [v for r in object_rules if policy.mode(r.id) is not Mode.OFF for v in r.check(obj, policy)]
-    pods = pod_views(obj, group, kind, policy, watch, namespace)
+    pods = pod_views(obj, group, kind, policy, namespace)
     if pods is None:
         return None
     return [v for pod in pods if not exempt(pod, policy) for v in pod_violations(pod, policy)]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Verdict:
-    """Violations by the mode their rule is in (OFF never appears)."""
+    """Violations by the mode their rule is in (OFF never appears). (An explicit __init__: see
+    objects.Container.)"""
 
-    by_mode: dict[Mode, list[Violation]] = field(default_factory=dict)
+    by_mode: dict[Mode, list[Violation]]
+
+    def __init__(self, by_mode: dict[Mode, list[Violation]] | None = None) -> None:
+        self.by_mode = {} if by_mode is None else by_mode
 
     def of(self, mode: Mode) -> list[Violation]:
         return self.by_mode.get(mode, [])

@@ -48,12 +48,17 @@ GKE_DEVICES: Final = "devices.gke.io/container."
 GPU_DEVICE_NODE: Final = re.compile(r"/dev/nvidia(\d+)\b")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False, unsafe_hash=True)
 class Source:
-    """How a container gets a GPU: "resource", "companion", "claim", "kai" or "annotation" (GKE)."""
+    """How a container gets a GPU: "resource", "companion", "claim", "kai" or "annotation" (GKE).
+    (An explicit __init__, not frozen: see objects.Container.)"""
 
     how: str
     name: str  # the resource name, the claim name, or the KAI annotation
+
+    def __init__(self, how: str, name: str) -> None:
+        self.how = how
+        self.name = name
 
     def __str__(self) -> str:
         if self.how == "claim":

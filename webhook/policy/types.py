@@ -236,7 +236,11 @@ GPU_POD = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+# Violation and Changes are built on every request: an explicit __init__ is compiled to C by
+# mypyc, where the dataclass-generated one stays interpreted (see objects.Container). Not frozen
+# for that reason (an explicit __init__ cannot set frozen fields); nothing changes one after it is
+# built, and Violation keeps a hash (unsafe_hash) for sets and dict keys.
+@dataclass(slots=True, init=False, unsafe_hash=True)
 class Violation:
     """One broken rule at one field, with what was seen and how to fix it."""
 
@@ -244,10 +248,30 @@ class Violation:
     path: str
     detail: str
     fix: str
-    container: str | None = None
-    container_kind: str | None = None  # ContainerKind.label
-    value: str | None = None
-    scope: str = "pod"  # what `where()` names when no container is involved
+    container: str | None
+    container_kind: str | None  # ContainerKind.label
+    value: str | None
+    scope: str  # what `where()` names when no container is involved
+
+    def __init__(
+        self,
+        rule: str,
+        path: str,
+        detail: str,
+        fix: str,
+        container: str | None = None,
+        container_kind: str | None = None,
+        value: str | None = None,
+        scope: str = "pod",
+    ) -> None:
+        self.rule = rule
+        self.path = path
+        self.detail = detail
+        self.fix = fix
+        self.container = container
+        self.container_kind = container_kind
+        self.value = value
+        self.scope = scope
 
     @property
     def key(self) -> tuple[str, str, str | None]:
@@ -303,14 +327,19 @@ class ObjectRule:
     default_mode: Mode = Mode.DENY
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False)
 class Changes:
     """What a mutation does to a Pod: JSONPatch operations and the warnings that say so."""
 
     ops: list[dict[str, Any]]
     warnings: list[str]
 
+    def __init__(self, ops: list[dict[str, Any]], warnings: list[str]) -> None:
+        self.ops = ops
+        self.warnings = warnings
 
+
+# What most mutations return for most pods: one shared value, read only (engine.mutate copies).
 NO_CHANGES: Final = Changes([], [])
 
 

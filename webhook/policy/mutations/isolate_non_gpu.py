@@ -18,7 +18,7 @@ from ..gpus import isolated
 from ..nvidia import VISIBLE_DEVICES
 from ..objects import PodView
 from ..patch import Op, append_env
-from ..types import EVERY_POD, Changes, ContainerKind, Mutation, Policy
+from ..types import EVERY_POD, NO_CHANGES, Changes, ContainerKind, Mutation, Policy
 
 ID = "isolate-non-gpu"
 VOID = {"name": VISIBLE_DEVICES, "value": "void"}
@@ -38,7 +38,8 @@ def _ops(view: PodView, policy: Policy, skip: Collection[str] = (), only_ephemer
 
 
 def mutate(view: PodView, policy: Policy) -> Changes:
-    return Changes(_ops(view, policy), [])
+    ops = _ops(view, policy)
+    return Changes(ops, []) if ops else NO_CHANGES
 
 
 def mutate_new_ephemeral(view: PodView, policy: Policy, existing: Collection[str]) -> Changes:

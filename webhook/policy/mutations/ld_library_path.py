@@ -15,7 +15,7 @@ from __future__ import annotations
 from ..gpus import requests_gpu
 from ..objects import PodView
 from ..patch import Op, append_env, replace
-from ..types import GPU_REQUEST, Changes, ContainerKind, Mutation, Policy
+from ..types import GPU_REQUEST, NO_CHANGES, Changes, ContainerKind, Mutation, Policy
 
 ID = "ld-library-path"
 NAME = "LD_LIBRARY_PATH"
@@ -28,15 +28,17 @@ def applies(policy: Policy) -> bool:
 
 def mutate(view: PodView, policy: Policy) -> Changes:
     if not applies(policy):
-        return Changes([], [])
+        return NO_CHANGES
     ops: list[Op] = []
     warnings: list[str] = []
-    directory = policy.ld_library_path.rstrip("/") or "/"
-    major, minor = policy.cluster_version or (0, 0)
-    version = f"v{major}.{minor}"
+    directory = version = ""
     for c in view.containers:
         if c.kind is ContainerKind.EPHEMERAL or not requests_gpu(c):
             continue
+        if not version:  # a GPU container: only now are the texts worth building
+            directory = policy.ld_library_path.rstrip("/") or "/"
+            major, minor = policy.cluster_version or (0, 0)
+            version = f"v{major}.{minor}"
         entries = c.env(NAME)
         where = f'container "{c.name}"'
         if not entries:
@@ -62,7 +64,7 @@ def mutate(view: PodView, policy: Policy) -> Changes:
         new_value = f"{value}:{directory}" if value else directory
         ops.append(replace(f"{c.pointer}/env/{entry.index}/value", new_value))
         warnings.append(f"{ID}: appended {directory} to {NAME} of {where} ({version} mounts the GPU driver there)")
-    return Changes(ops, warnings)
+    return Changes(ops, warnings) if ops or warnings else NO_CHANGES
 
 
 MUTATION: Mutation = Mutation(

@@ -30,8 +30,9 @@ _ONE = Decimal(1)
 _HUNDRED = Decimal(100)
 _MISSING = object()
 
-# (detail, fix) for a parsed value that breaks a resource's constraint, or None.
-Constraint = Callable[[Decimal, str, Policy], tuple[str, str] | None]
+# (detail, fix) for a parsed value that breaks a resource's constraint, or None. The value as
+# given is passed too, and turned into text (describe) only for a message: most values are fine.
+Constraint = Callable[[Decimal, object, Policy], tuple[str, str] | None]
 
 
 def _gpu_fix(policy: Policy) -> str:
@@ -39,32 +40,33 @@ def _gpu_fix(policy: Policy) -> str:
     return fix + ", or a share of one GPU below 1 such as 0.5" if policy.shared_gpu else fix
 
 
-def _gpu(q: Decimal, shown: str, policy: Policy) -> tuple[str, str] | None:
-    whole_fix = _gpu_fix(policy)
+def _gpu(q: Decimal, value: object, policy: Policy) -> tuple[str, str] | None:
     if whole(q):
         return None
+    shown = describe(value)
     if q > _ONE:
-        return f"is {shown}: more than one GPU must be a whole number (a share is always of one card)", whole_fix
+        return f"is {shown}: more than one GPU must be a whole number (a share is always of one card)", _gpu_fix(policy)
     if not policy.shared_gpu:
-        return f"is {shown}: GPU shares (values below 1) are not enabled on this cluster", whole_fix
+        return f"is {shown}: GPU shares (values below 1) are not enabled on this cluster", _gpu_fix(policy)
     return None
 
 
-def _device(q: Decimal, shown: str, policy: Policy) -> tuple[str, str] | None:
+def _device(q: Decimal, value: object, policy: Policy) -> tuple[str, str] | None:
     if whole(q):
         return None
     return (
-        f"is {shown}: this resource hands out whole devices (a MIG slice or a shared slot is already a "
+        f"is {describe(value)}: this resource hands out whole devices (a MIG slice or a shared slot is already a "
         f"share of a GPU; only {policy.resource_name} takes decimals)",
         "use a whole number such as 1",
     )
 
 
 def _bounded(low: int, high: int | None, step: int, unit: str) -> Constraint:
-    def check(q: Decimal, shown: str, policy: Policy) -> tuple[str, str] | None:
+    def check(q: Decimal, value: object, policy: Policy) -> tuple[str, str] | None:
         ok = whole(q) and q >= low and (high is None or q <= high) and int(q) % step == 0
         if ok:
             return None
+        shown = describe(value)
         span = f"from {low} to {high}" if high is not None else f"of at least {low}"
         every = f" in steps of {step}" if step > 1 else ""
         return f"is {shown}: must be a whole number {span}{every} ({unit})", f"use a whole number {span}{every}"
@@ -101,15 +103,17 @@ def problem(value: object, policy: Policy, name: str | None = None) -> tuple[str
     constraint = _constraint(name or policy.resource_name, policy)
     if constraint is None:
         return None
-    shown = describe(value)
-    fix = _gpu_fix(policy) if constraint is _gpu else "use a whole number such as 1"
     try:
         q = parse_quantity(value)
     except QuantityError:
-        return f"is {shown}: not a valid Kubernetes quantity", fix
+        return f"is {describe(value)}: not a valid Kubernetes quantity", _fix(constraint, policy)
     if q < 0:
-        return f"is {shown}: must not be negative", fix
-    return constraint(q, shown, policy)
+        return f"is {describe(value)}: must not be negative", _fix(constraint, policy)
+    return constraint(q, value, policy)
+
+
+def _fix(constraint: Constraint, policy: Policy) -> str:
+    return _gpu_fix(policy) if constraint is _gpu else "use a whole number such as 1"
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:

@@ -25,25 +25,27 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
         for resource, value in c.requests.items():
             if "/" not in resource or not is_device(resource, policy):
                 continue
+            limits = c.limits
+            if limits is not None and resource in limits:
+                limit = limits[resource]
+                try:
+                    if parse_quantity(value) == parse_quantity(limit):
+                        continue  # the common case: no text is built
+                except QuantityError:
+                    continue  # gpu-quantity reports values that do not parse
+            # Messages only from here on.
             key = quote_key(resource)
             field = c.resource_path("requests", resource)
             requested = describe(value)
-            if c.limits is None or resource not in c.limits:
+            if limits is None or resource not in limits:
                 detail = f"is {requested} but limits{key} is not set"
                 fix = (
                     f"set {c.resources_field}.limits{key} (GPUs are requested through limits; requests may be dropped)"
                 )
-                out.append(c.violation(ID, field, detail, fix, requested))
-                continue
-            limit = c.limits[resource]
-            try:
-                equal = parse_quantity(value) == parse_quantity(limit)
-            except QuantityError:
-                continue  # gpu-quantity reports values that do not parse
-            if not equal:
-                detail = f"is {requested} but the limit is {describe(limit)}: they must be equal"
-                fix = f"drop requests{key} or set it to {describe(limit)}"
-                out.append(c.violation(ID, field, detail, fix, requested))
+            else:
+                detail = f"is {requested} but the limit is {describe(limits[resource])}: they must be equal"
+                fix = f"drop requests{key} or set it to {describe(limits[resource])}"
+            out.append(c.violation(ID, field, detail, fix, requested))
     return out
 
 
