@@ -1,18 +1,17 @@
-"""Which pods reach the policy: the chart's CEL and the raw-body screen select every pod it acts on.
+"""Which pods reach the policy: the chart's CEL selects every pod it acts on.
 
-Both are derived from the rules' triggers (webhook.generate, webhook.screen); a condition that
-is too narrow is a silent bypass. So, for several policies, the chart is rendered with a real
-helm, its matchConditions are evaluated with a CEL implementation (cel-python), and for every
-pod the policy would deny, warn about, audit or patch, both the CEL and the screen must say
-"send it". The pods: the corpus (templates as the pods they become), the benchmark's pods, each
-rule's own example, and fuzzed pods that still pass the Kubernetes Pod schema (only those can
-reach a webhook: the API server decodes into typed objects first).
+It is derived from the rules' triggers (webhook.generate); a condition that is too narrow is a
+silent bypass. So, for several policies, the chart is rendered with a real helm, its
+matchConditions are evaluated with a CEL implementation (cel-python), and for every pod the
+policy would deny, warn about, audit or patch, the CEL must say "send it". The pods: the corpus
+(templates as the pods they become), the benchmark's pods, each rule's own example, and fuzzed
+pods that still pass the Kubernetes Pod schema (only those can reach a webhook: the API server
+decodes into typed objects first).
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import random
 from pathlib import Path
 from typing import Any
@@ -22,14 +21,12 @@ import kubernetes_validate
 import pytest
 
 from bench.reviews import pods
-from tests.apiserver import ApiServer
 from tests.chart import find, render
 from tests.helpers import container, corpus, junk, nodes, pod, replace
 from webhook.config import from_mapping
 from webhook.policy import ALL_RULES, RULES, Mode, Policy, ShapeError, engine
 from webhook.policy.objects import find_templates
 from webhook.policy.templates import expand
-from webhook.screen import Screen
 
 # Policies as platform teams write them (values.policy = the config file).
 CONFIGS: dict[str, dict[str, Any]] = {
@@ -182,21 +179,13 @@ def sent(programs: list[Any] | None, obj: dict[str, Any]) -> bool:
     return all(bool(r) for r in results)
 
 
-def body(obj: dict[str, Any]) -> bytes:
-    return json.dumps(ApiServer.build(obj), separators=(",", ":")).encode()
-
-
 @pytest.mark.parametrize("config_name", list(CONFIGS))
-def test_everything_the_policy_acts_on_is_sent_and_not_screened(
-    config_name: str, tmp_path_factory: pytest.TempPathFactory
-) -> None:
+def test_everything_the_policy_acts_on_is_sent(config_name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     config = CONFIGS[config_name]
     policy = from_mapping(config, environ={}).policy
     conditions = compile_conditions(config, tmp_path_factory.mktemp("cel"))
-    screen = Screen.for_policy(policy)
     acted = {"validate": 0, "mutate": 0, "ignored": 0}
     for name, obj in POPULATION.items():
-        raw = body(obj)
         view = engine.pod_view(obj, policy)
         try:
             violates = bool(engine.pod_violations(view, policy))
@@ -206,11 +195,9 @@ def test_everything_the_policy_acts_on_is_sent_and_not_screened(
         if violates:
             acted["validate"] += 1
             assert sent(conditions["pods.validate.gpu-policy.io"], obj), f"{name}: CEL skips a pod the rules judge"
-            assert screen.may_validate(raw), f"{name}: the screen skips a pod the rules judge"
         if mutates:
             acted["mutate"] += 1
             assert sent(conditions["mutate.gpu-policy.io"], obj), f"{name}: CEL skips a pod the mutations patch"
-            assert screen.may_mutate(raw), f"{name}: the screen skips a pod the mutations patch"
         if not violates and not mutates:
             acted["ignored"] += 1
     # The population must exercise both sides, or the property proves nothing.

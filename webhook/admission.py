@@ -27,7 +27,6 @@ class Decision(StrEnum):
     DENIED = "denied"  # a deny-mode violation
     PATCHED = "patched"  # allowed with a JSONPatch
     SKIPPED = "skipped"  # out of scope: operation, namespace, user, subresource or kind (Outcome.reason)
-    SCREENED = "screened"  # the raw body holds no trigger of any enabled rule (webhook.screen)
     MALFORMED = "malformed"  # the object's fields do not have the API's shape (HTTP 200, code 400)
 
 
@@ -35,7 +34,7 @@ class Decision(StrEnum):
 class Outcome:
     """Everything a review decided, before any wire format: the one result type.
 
-    Frozen: SCREENED and the SKIP_* outcomes are shared by every request."""
+    Frozen: the SKIP_* outcomes are shared by every request."""
 
     decision: Decision
     verdict: Verdict = field(default_factory=Verdict)
@@ -62,9 +61,6 @@ class Outcome:
     def counted(self) -> list[tuple[str, str]]:
         """(rule, mode) per violation, for metrics."""
         return [(v.rule, mode.value) for mode, found in self.verdict.by_mode.items() for v in found]
-
-
-SCREENED = Outcome(Decision.SCREENED)
 
 
 def _skipped(reason: str) -> Outcome:

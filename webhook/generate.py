@@ -118,7 +118,7 @@ class Clause:
 
 
 def clause(trigger: Any) -> Clause:
-    """How the chart's CEL spells a trigger (webhook.screen spells the same trigger in bytes)."""
+    """How the chart's CEL spells a trigger."""
     from .policy import Where
 
     value = f"$p.{trigger.setting}" if trigger.setting else (json.dumps(trigger.text) if trigger.text else "")

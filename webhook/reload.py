@@ -22,23 +22,21 @@ from pathlib import Path
 
 from .config import ConfigError, Settings, from_text
 from .policy import Policy
-from .screen import Screen
 
 log = logging.getLogger("gpu-policy.reload")
 
 
 @dataclass(frozen=True, slots=True)
 class Active:
-    """What requests are judged by: a policy and its screen, swapped as one value."""
+    """What requests are judged by: a policy and where it came from, swapped as one value."""
 
     policy: Policy
-    screen: Screen
     generation: int  # 1 at start-up, +1 per successful reload
     digest: str  # sha256 of the config file's bytes ("" for built-in defaults)
 
 
 def activate(settings: Settings, generation: int = 1, digest: str = "") -> Active:
-    return Active(settings.policy, Screen.for_policy(settings.policy), generation, digest)
+    return Active(settings.policy, generation, digest)
 
 
 def digest_of(data: bytes) -> str:
@@ -135,7 +133,7 @@ class VersionWatcher:
         if version is None or version == active.policy.cluster_version:
             return False
         policy = replace(active.policy, cluster_version=version)
-        self.put(Active(policy, Screen.for_policy(policy), active.generation, active.digest))
+        self.put(Active(policy, active.generation, active.digest))
         old = active.policy.cluster_version
         log.info(
             "cluster version changed: %s -> %d.%d",

@@ -63,20 +63,24 @@ class Request:
     dry_run: bool = False
 
 
-def _field(request: Mapping[str, Any], key: str, kind: type, *, required: bool = False) -> Any:
+def _text(request: dict[str, Any], key: str, *, required: bool = False) -> str:
+    """A string field of the request ("" when absent or null, unless required)."""
     value = request.get(key)
+    if type(value) is str:  # the common case first: one exact type check
+        return value
     if value is None:
         if required:
             raise ReviewError(f"request.{key} is required")
-        return kind()
-    if not isinstance(value, kind) or isinstance(value, bool) is not (kind is bool):
-        raise ReviewError(f"request.{key} must be a {kind.__name__}, got {type(value).__name__}")
-    return value
+        return ""
+    raise ReviewError(f"request.{key} must be a str, got {type(value).__name__}")
 
 
 def parse(body: Any) -> Request:
-    """Check the envelope of a decoded AdmissionReview and pull out what we use."""
-    if not isinstance(body, Mapping):
+    """Check the envelope of a decoded AdmissionReview and pull out what we use.
+
+    Decoded JSON is plain dicts, lists and strings: exact type checks, not the Mapping ABC (whose
+    isinstance goes through abc's machinery), and no more lookups than fields."""
+    if not isinstance(body, dict):
         raise ReviewError(f"body must be a JSON object (an AdmissionReview), got {type(body).__name__}")
     api_version = body.get("apiVersion")
     if api_version not in SUPPORTED_VERSIONS:
@@ -84,43 +88,48 @@ def parse(body: Any) -> Request:
     if body.get("kind") != "AdmissionReview":
         raise ReviewError(f"kind must be AdmissionReview, got {body.get('kind')!r}")
     request = body.get("request")
-    if not isinstance(request, Mapping):
+    if not isinstance(request, dict):
         raise ReviewError("request is required and must be an object")
-    uid = _field(request, "uid", str, required=True)
+    uid = _text(request, "uid", required=True)
     if not uid:
         raise ReviewError("request.uid must not be empty")
-    kind = _field(request, "kind", dict, required=True)
+    kind = request.get("kind")
+    if kind is None:
+        raise ReviewError("request.kind is required")
+    if not isinstance(kind, dict):
+        raise ReviewError(f"request.kind must be a dict, got {type(kind).__name__}")
     group, kind_name = kind.get("group", ""), kind.get("kind")
     if not isinstance(group, str) or not isinstance(kind_name, str) or not kind_name:
         raise ReviewError("request.kind must have a string group and a non-empty kind")
-    operation = _field(request, "operation", str, required=True)
+    operation = _text(request, "operation", required=True)
     if operation not in OPERATIONS:
         raise ReviewError(f"request.operation must be one of {', '.join(sorted(OPERATIONS))}, got {operation!r}")
     obj = request.get("object")
-    if operation in ("CREATE", "UPDATE") and not isinstance(obj, Mapping):
+    if operation in ("CREATE", "UPDATE") and not isinstance(obj, dict):
         raise ReviewError(f"request.object must be an object for {operation}")
     return Request(
-        api_version=api_version,
-        uid=uid,
-        group=group,
-        kind=kind_name,
-        operation=operation,
-        sub_resource=_field(request, "subResource", str),
-        namespace=_field(request, "namespace", str),
-        name=_field(request, "name", str),
-        object=obj,
-        old_object=request.get("oldObject"),
-        user=_username(request.get("userInfo")),
-        dry_run=request.get("dryRun") is True,
+        api_version,
+        uid,
+        group,
+        kind_name,
+        operation,
+        _text(request, "subResource"),
+        _text(request, "namespace"),
+        _text(request, "name"),
+        obj,
+        request.get("oldObject"),
+        _username(request.get("userInfo")),
+        request.get("dryRun") is True,
     )
 
 
 def _username(info: Any) -> str:
     if info is None:
         return ""
-    if not isinstance(info, Mapping) or not isinstance(info.get("username", ""), str):
+    name = info.get("username", "") if isinstance(info, dict) else None
+    if not isinstance(name, str):
         raise ReviewError("request.userInfo must be an object with a string username")
-    return str(info.get("username", ""))
+    return name
 
 
 # The API server may drop warnings past about 4 KiB in all (and cut single ones past 256

@@ -108,7 +108,7 @@ class Webhook:
         if reloader is not None:
             reloader.on_reload = counters.count_reload
             counters.cert_not_after = lambda: reloader.not_after
-        # The policy and its screen are resolved once per (re)load, never per request.
+        # The policy is resolved once per (re)load, never per request.
         cell = self.cell = Cell(activate(settings, 1, digest))
         counters.config_generation = 1
         self.config_reloader: ConfigReloader | None = None
@@ -149,7 +149,6 @@ class Webhook:
         return 503, TEXT, f"not ready\n{view}\n".encode(), False
 
     def _handler(self, name: str, decide: Decide) -> Handler:
-        validating = name == "validate"
         # Resolved once here, not looked up per request.
         counters, cell = self.metrics, self.cell
 
@@ -167,13 +166,9 @@ class Webhook:
                 req = review.parse(data)
             except ReviewError as exc:
                 return _error(exc.status, str(exc))
-            active = cell.active  # read once: a reload swaps it between requests, never within one
-            screen = active.screen
-            may_matter = screen.may_validate(body) if validating else screen.may_mutate(body)
+            policy = cell.active.policy  # read once: a reload swaps it between requests, never within one
             try:
-                # A substring screen of the raw body: most non-GPU pods cannot concern any enabled
-                # rule, and are answered without being walked (see webhook.screen).
-                outcome = decide(req, active.policy) if may_matter else admission.SCREENED
+                outcome = decide(req, policy)
                 payload = review.dumps(review.respond(req, outcome))
             except Exception as exc:  # a bug must cost one request, never the server or an accidental allow
                 log.exception("internal error on %s uid=%s", name, req.uid)
@@ -271,7 +266,7 @@ def _start_cluster_view(webhook: Webhook) -> Any:
         active = cell.active
         if view is None and active.policy.cluster is None:
             return
-        put(Active(replace(active.policy, cluster=view), active.screen, active.generation, active.digest))
+        put(Active(replace(active.policy, cluster=view), active.generation, active.digest))
         counters.view_synced = 0 if view is None else 1
         counters.view_nodes = 0 if view is None else view.nodes
         if view is None:

@@ -4,8 +4,8 @@ Nothing here knows about HTTP, files, the chart or the Kubernetes client, so the
 the offline `check` command give the same verdicts from the same code. A rule or mutation is
 a value (`Rule`, `ObjectRule`, `Mutation`) that says what it is (id, default mode, summary,
 why, the pod fields it reads, its triggers, an example) next to its pure function; the
-registry lists them, and everything else (the raw-body screen, the chart's matchConditions,
-the README tables, the default config) is derived from those values.
+registry lists them, and everything else (the chart's matchConditions, the README tables,
+the, the default config) is derived from those values.
 """
 
 from __future__ import annotations
@@ -186,9 +186,9 @@ class Policy:
 
 
 class Where(StrEnum):
-    """Where in a Pod a trigger's text sits. The vocabulary is closed on purpose: the raw-body
-    screen (webhook.screen) and the chart's CEL (webhook.generate) each translate every member,
-    and tests/test_match_conditions.py proves both select every pod the policy acts on."""
+    """Where in a Pod a trigger's text sits. The vocabulary is closed on purpose: the chart's CEL
+    (webhook.generate) translates every member, and tests/test_match_conditions.py proves it
+    selects every pod the policy acts on."""
 
     EVERY_POD = "every pod"  # the rule or mutation may act on any pod
     CONTAINER_RESOURCE = "container resource"  # a key of any container's limits or requests
