@@ -3,7 +3,7 @@
 The server runs under pyinstrument (a sampling profiler) on core 0 with the mixed 4-16 KB
 reviews at 64 connections from wrk on core 1, as `make bench` loads it; the call tree is printed
 (and written as HTML next to bench's results). Run it on the compiled core (make compiled) to see
-what is left outside the rules: TLS, aiohttp's parsing, JSON, response building, metrics, logging.
+what is left outside the rules: TLS, HTTP parsing (llhttp), JSON, response building, metrics.
 """
 
 from __future__ import annotations

@@ -139,6 +139,8 @@ WARNINGS_BUDGET = 4000
 
 
 def cap_warnings(warnings: Sequence[str]) -> list[str]:
+    if sum(map(len, warnings)) <= WARNINGS_BUDGET:
+        return list(warnings)  # nearly always: a few warnings of at most 256 characters
     kept: list[str] = []
     used = 0
     for i, w in enumerate(warnings):

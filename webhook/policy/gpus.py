@@ -159,7 +159,8 @@ def _source(c: Container, view: PodView, policy: Policy) -> Source | None:
             return Source("claim", claim)
     if view.annotations:
         gke = GKE_DEVICES + c.name
-        if GPU_DEVICE_NODE.search(view.annotations.get(gke, "")):
+        devices = view.annotations.get(gke)
+        if devices and GPU_DEVICE_NODE.search(devices):
             return Source("annotation", gke)  # gke-device-annotation checks the count
     if policy.kai:
         key = kai_pod(view, policy)
