@@ -22,15 +22,15 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[fast,dev]'
 	touch $@
 
-# The policy core compiled by mypyc, in place (about 40 s): what the image runs, and what `make run`
-# and `make test` run. Rebuilt when a source changes; until then webhook/policy/_build.py notices
+# The policy core and the protocol layer compiled by mypyc, in place (about 45 s): what the image runs, and what `make run`
+# and `make test` run. Rebuilt when a source changes; until then webhook/_build.py notices
 # the change and runs every module from source, never a stale build.
-CORE_SOURCES := $(shell find webhook/policy -name '*.py' 2>/dev/null)
-webhook/policy/_compiled.json: $(CORE_SOURCES) setup.py | $(VENV)/.installed
+CORE_SOURCES := $(shell find webhook/policy -name '*.py' 2>/dev/null) webhook/review.py webhook/admission.py webhook/_build.py
+webhook/_compiled.json: $(CORE_SOURCES) setup.py | $(VENV)/.installed
 	GPU_POLICY_MYPYC=1 $(PY) setup.py --quiet build_ext --inplace 2>&1 | grep -v "Treating generator comprehension" || true
 	@$(PY) -m webhook --version
 
-compiled: webhook/policy/_compiled.json
+compiled: webhook/_compiled.json
 
 venv: $(VENV)/.installed
 
@@ -119,5 +119,5 @@ image-test: venv helm image-tools
 	HELM=$(abspath $(HELM)) $(PY) tests/image/build_and_run.py --version $(VERSION) --revision $(REVISION)
 
 clean:
-	rm -rf $(VENV) $(TOOLS) $(CERTS) .pytest_cache .ruff_cache .mypy_cache build webhook/policy/_compiled.json
+	rm -rf $(VENV) $(TOOLS) $(CERTS) .pytest_cache .ruff_cache .mypy_cache build webhook/_compiled.json
 	find . -name '*.so' -not -path './$(VENV)/*' -delete

@@ -1,17 +1,17 @@
-"""Build hook: compile the policy core (webhook/policy) with mypyc when asked, pure Python otherwise.
+"""Build hook: compile the policy core (webhook/policy) and the protocol layer (review, admission)
+with mypyc when asked, pure Python otherwise.
 
 `GPU_POLICY_MYPYC=1 pip wheel .` (what `make image` and `make image-test` do) compiles the core,
 which the strict typing (`mypy --strict`) makes possible, into C extensions: about twice as fast
 per pod (bench.core). If mypyc or a C compiler is missing, the build says so and ships pure Python:
 installing must never fail for that reason. `make compiled` (a dependency of `make run` and
-`make test`) builds the same extensions in place; webhook/policy/_build.py runs them only while
+`make test`) builds the same extensions in place; webhook/_build.py runs them only while
 they are the build of the sources beside them, so an edited rule is never shadowed by a stale
 compiled module.
 """
 
 from __future__ import annotations
 
-import glob
 import os
 import sys
 
@@ -38,17 +38,14 @@ def compiled_core() -> list:
     except ImportError:
         print("gpu-policy: mypyc not available; installing pure Python", file=sys.stderr)
         return []
-    # __init__ and _build are never compiled: they choose, at import, whether the compiled modules
-    # are current (webhook/policy/_build.py), which needs the manifest written here.
-    modules = sorted(
-        p
-        for p in glob.glob("webhook/policy/**/*.py", recursive=True)
-        if not p.endswith(("__init__.py", "_build.py"))
-    )
+    # The policy core (but its __init__, which only re-exports) and the protocol layer: the list
+    # webhook/_build.py checks at import against the manifest written here.
+    build = _build_module()
+    modules = [str(p.relative_to(build.HERE.parent)) for p in build.sources()]
     try:
-        # The shared library inside the package (webhook/policy/_native__mypyc.*.so), not a
-        # top-level module that only a source tree's cwd would put on sys.path.
-        extensions = mypycify(modules, opt_level="3", group_name="webhook.policy._native")
+        # The shared library inside the package (webhook/_native__mypyc.*.so), not a top-level
+        # module that only a source tree's cwd would put on sys.path.
+        extensions = mypycify(modules, opt_level="3", group_name="webhook._native")
     except Exception as exc:  # a type error mypyc cannot compile: pure Python, never a failed install
         print(f"gpu-policy: mypyc could not compile the core ({exc}); installing pure Python", file=sys.stderr)
         return []
@@ -56,16 +53,23 @@ def compiled_core() -> list:
     return extensions
 
 
-def write_manifest() -> None:
-    """webhook/policy/_compiled.json: the sha256 of every source compiled (see _build.py)."""
-    import hashlib
-    import json
-    from pathlib import Path
+def _build_module():  # type: ignore[no-untyped-def]
+    """webhook/_build.py, loaded by path: importing the package would run its import-time choice."""
+    import importlib.util
 
-    here = Path("webhook/policy")
-    sources = sorted(p for p in here.rglob("*.py") if p.name not in ("__init__.py", "_build.py"))
-    digests = {str(p.relative_to(here)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sources}
-    (here / "_compiled.json").write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")
+    spec = importlib.util.spec_from_file_location("_gpu_policy_build", "webhook/_build.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_manifest() -> None:
+    """webhook/_compiled.json: the sha256 of every source compiled (see webhook/_build.py)."""
+    import json
+
+    build = _build_module()
+    build.MANIFEST.write_text(json.dumps(build.manifest(), indent=1, sort_keys=True) + "\n")
 
 
 setup(ext_modules=compiled_core(), cmdclass={"build_ext": OptionalBuildExt})

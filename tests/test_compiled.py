@@ -54,3 +54,37 @@ def test_compiled_and_pure_judge_alike() -> None:
     assert len(pure["results"]) > 1500  # type: ignore[arg-type]
     differ = [k for k in pure["results"] if compiled["results"][k] != pure["results"][k]]  # type: ignore[index,union-attr]
     assert not differ, f"{len(differ)} objects judged differently, e.g. {differ[:5]}"
+
+
+STALE_PROBE = (
+    "import webhook, webhook.review, webhook.policy.engine as e;"
+    "print(webhook.core_build()); print(webhook.review.__file__); print(e.__file__)"
+)
+
+
+@pytest.mark.parametrize("edited", [None, "review.py", "admission.py", "policy/rules/gpu_quantity.py"])
+def test_an_edited_source_is_never_shadowed_by_its_stale_build(tmp_path: object, edited: str | None) -> None:
+    """A copy of the built package; after one compiled module's source is edited, every compiled
+    module (the core and the protocol layer) is imported from source, all or nothing."""
+    import shutil
+    from pathlib import Path
+
+    if not core_build().startswith("compiled") and not EXPECT:
+        pytest.skip(f"no current compiled build ({core_build()}): make compiled")
+    root = Path(str(tmp_path))
+    shutil.copytree(Path(ROOT) / "webhook", root / "webhook", ignore=shutil.ignore_patterns("__pycache__"))
+    if edited is not None:
+        with open(root / "webhook" / edited, "a", encoding="utf-8") as f:
+            f.write("\n# edited after the build\n")
+    env = {k: v for k, v in os.environ.items() if k != "GPU_POLICY_PURE"}
+    env["PYTHONPATH"] = str(root)
+    r = subprocess.run([sys.executable, "-c", STALE_PROBE], capture_output=True, text=True, cwd=str(root), env=env)
+    assert r.returncode == 0, r.stderr
+    build, review_file, engine_file = r.stdout.split("\n")[:3]
+    assert review_file.startswith(str(root)) and engine_file.startswith(str(root))
+    if edited is None:
+        assert build == "compiled with mypyc"
+        assert review_file.endswith(".so") and engine_file.endswith(".so")
+    else:
+        assert build == f"pure Python ({edited} changed since it was compiled)"
+        assert review_file.endswith(".py") and engine_file.endswith(".py")

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
+from ._build import choose_build
+
+# Before any submodule is imported: the mypyc build of the policy core and the protocol layer
+# runs only when it is the build of the sources beside it (webhook._build).
+BUILD = choose_build()
+
 
 def core_build() -> str:
-    """Whether the policy core runs compiled (mypyc) or as pure Python, and why (webhook.policy._build)."""
-    from .policy import BUILD, engine
+    """Whether the policy core and the protocol layer run compiled (mypyc) or as pure Python, and
+    why (webhook._build)."""
+    from . import admission
+    from .policy import engine
 
-    compiled = not engine.__file__ or engine.__file__.endswith((".so", ".pyd"))
-    assert compiled == BUILD.startswith("compiled"), (BUILD, engine.__file__)
+    for module in (engine, admission):
+        compiled = not module.__file__ or module.__file__.endswith((".so", ".pyd"))
+        assert compiled == BUILD.startswith("compiled"), (BUILD, module.__file__)
     return BUILD
 
 

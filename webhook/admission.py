@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -30,19 +30,37 @@ class Decision(StrEnum):
     MALFORMED = "malformed"  # the object's fields do not have the API's shape (HTTP 200, code 400)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False)
 class Outcome:
     """Everything a review decided, before any wire format: the one result type.
 
-    Frozen: the SKIP_* outcomes are shared by every request."""
+    Never changed once built (the SKIP_* outcomes are shared by every request); not frozen only
+    because mypyc compiles an explicit __init__ to C, where a dataclass-generated one stays
+    interpreted (see webhook.policy.objects.Container)."""
 
     decision: Decision
-    verdict: Verdict = field(default_factory=Verdict)
-    ops: list[dict[str, Any]] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    verdict: Verdict
+    ops: list[dict[str, Any]]
+    warnings: list[str]
     # Why the object was refused: the policy's message (403) or the shape problem (400).
-    message: str = ""
-    reason: str = ""  # why it was skipped (SKIPPED): one of the constants below
+    message: str
+    reason: str  # why it was skipped (SKIPPED): one of the constants below
+
+    def __init__(
+        self,
+        decision: Decision,
+        verdict: Verdict | None = None,
+        ops: list[dict[str, Any]] | None = None,
+        warnings: list[str] | None = None,
+        message: str = "",
+        reason: str = "",
+    ) -> None:
+        self.decision = decision
+        self.verdict = Verdict() if verdict is None else verdict
+        self.ops = [] if ops is None else ops
+        self.warnings = [] if warnings is None else warnings
+        self.message = message
+        self.reason = reason
 
     @property
     def allowed(self) -> bool:

@@ -22,21 +22,24 @@ SUPPORTED_VERSIONS = (V1, V1BETA1)
 OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 
 try:  # orjson is an optional speed-up; its output is byte-for-byte valid JSON too.
-    import orjson
+    from orjson import dumps as _fast_dumps
+    from orjson import loads as _fast_loads
 
-    def dumps(value: Any) -> bytes:
-        return orjson.dumps(value)
-
-    def loads(data: bytes | str) -> Any:
-        return orjson.loads(data)
-
+    FAST_JSON = True
 except ImportError:  # pragma: no cover - exercised when the extra is not installed
+    FAST_JSON = False
 
-    def dumps(value: Any) -> bytes:
-        return json.dumps(value, separators=(",", ":")).encode()
 
-    def loads(data: bytes | str) -> Any:
-        return json.loads(data)
+def dumps(value: Any) -> bytes:
+    if FAST_JSON:
+        return _fast_dumps(value)
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def loads(data: bytes | str) -> Any:
+    if FAST_JSON:
+        return _fast_loads(data)
+    return json.loads(data)
 
 
 class ReviewError(ValueError):
@@ -47,8 +50,11 @@ class ReviewError(ValueError):
         self.status = status
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False)
 class Request:
+    """What a review asks, read from its envelope. Never changed once built; an explicit __init__
+    (not frozen) because mypyc compiles it to C (see webhook.policy.objects.Container)."""
+
     api_version: str
     uid: str
     group: str
@@ -59,8 +65,36 @@ class Request:
     name: str
     object: Any
     old_object: Any
-    user: str = ""  # request.userInfo.username (exemptUsernames)
-    dry_run: bool = False
+    user: str  # request.userInfo.username (exemptUsernames)
+    dry_run: bool
+
+    def __init__(
+        self,
+        api_version: str,
+        uid: str,
+        group: str,
+        kind: str,
+        operation: str,
+        sub_resource: str,
+        namespace: str,
+        name: str,
+        object: Any,
+        old_object: Any,
+        user: str = "",
+        dry_run: bool = False,
+    ) -> None:
+        self.api_version = api_version
+        self.uid = uid
+        self.group = group
+        self.kind = kind
+        self.operation = operation
+        self.sub_resource = sub_resource
+        self.namespace = namespace
+        self.name = name
+        self.object = object
+        self.old_object = old_object
+        self.user = user
+        self.dry_run = dry_run
 
 
 def _text(request: dict[str, Any], key: str, *, required: bool = False) -> str:

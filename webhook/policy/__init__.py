@@ -5,19 +5,15 @@ Layers: `types` (plain data), `objects` (the one checked walk into a typed `PodV
 `registry` (the ordered lists, generated), `engine` (find, judge, mutate). Nothing here
 imports anything outside this package (see the import-linter contract in pyproject.toml).
 
-The core may run compiled by mypyc (setup.py): `_build` decides, once, before anything else is
-imported, whether the extension modules next to these sources are the build of exactly these
-sources; if not (an edited rule, GPU_POLICY_PURE=1) every module is imported from source.
+The core may run compiled by mypyc (setup.py): webhook._build decides, once, when the `webhook`
+package is imported (always before this one), whether the extension modules next to these sources
+are the build of exactly these sources; if not (an edited rule, GPU_POLICY_PURE=1) every module is
+imported from source.
 """
 
 from __future__ import annotations
 
-from ._build import choose_build
-
-# Before any submodule is imported: compiled (mypyc) only when it is the build of these sources.
-BUILD = choose_build()
-
-from .engine import (  # noqa: E402
+from .engine import (
     ALL_RULES,
     DEFAULT_MODES,
     RULE_IDS,
@@ -30,13 +26,12 @@ from .engine import (  # noqa: E402
     pod_views,
     pod_violations,
 )
-from .objects import PodView, ShapeError, group_of  # noqa: E402
-from .registry import MUTATIONS, OBJECT_RULES, RULES  # noqa: E402
-from .types import Changes, Mode, Mutation, ObjectRule, Policy, Rule, Trigger, Violation, Where  # noqa: E402
+from .objects import PodView, ShapeError, group_of
+from .registry import MUTATIONS, OBJECT_RULES, RULES
+from .types import Changes, Mode, Mutation, ObjectRule, Policy, Rule, Trigger, Violation, Where
 
 __all__ = [
     "ALL_RULES",
-    "BUILD",
     "DEFAULT_MODES",
     "MUTATIONS",
     "OBJECT_RULES",
