@@ -183,7 +183,7 @@ class Settings:
     # sending reviews here before the listener closes (endpoint changes take a moment).
     drain_seconds: float
     # Slow or hostile clients: idle connections and half-sent headers are closed after
-    # idle_seconds (aiohttp's keep-alive timer); a body still incomplete after body_seconds gets 408.
+    # idle_seconds (webhook.http's sweep); a body still incomplete after body_seconds gets 408.
     idle_seconds: float
     body_seconds: float
     cluster_version_seconds: float  # clusterVersion auto: how often /version is read again; 0: once

@@ -403,9 +403,9 @@ class Connection(asyncio.Protocol):
 
 
 def _media_type(value: bytes) -> str:
-    """`application/json; charset=utf-8` -> "application/json"; absent -> "" (as aiohttp read it:
-    the type without parameters, lowercased)."""
+    """`Application/JSON; charset=utf-8` -> "application/json": the media type without parameters,
+    lowercased; absent -> "application/octet-stream" (RFC 9110's default, as aiohttp reported it)."""
     if not value:
-        return "application/octet-stream"  # RFC 9110's default, and what aiohttp reported
+        return "application/octet-stream"
     end = value.find(b";")
     return (value if end < 0 else value[:end]).strip().lower().decode("latin-1")

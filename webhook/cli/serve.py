@@ -1,4 +1,5 @@
-"""`gpu-policy serve`: the aiohttp runner, the SIGTERM drain and the pre-forked workers."""
+"""`gpu-policy serve`: the TLS port (webhook.http), the metrics port, the SIGTERM drain and the
+pre-forked workers."""
 
 from __future__ import annotations
 
