@@ -139,7 +139,11 @@ class Server:
             # no limit ever fires early (and none more than two intervals late).
             now = self.now - interval
             for conn in [c for c in self.connections if c.deadline and c.deadline <= now]:
-                conn.expire()
+                try:
+                    conn.expire()
+                except Exception:  # one broken connection must not end the sweep for all
+                    log.exception("closing an expired connection failed")
+                    conn.abort()
 
     async def stop(self, timeout: float) -> None:
         """Stop listening, close idle connections, let requests in flight finish (their own
