@@ -105,7 +105,7 @@ def _nonzero(value: object) -> bool:
 
 def _resource_source(c: Container, policy: Policy) -> Source | None:
     companion: Source | None = None
-    for side in (c.limits, c.requests):
+    for side in [c.limits, c.requests]:
         if not side:
             continue
         for name, value in side.items():
@@ -124,7 +124,7 @@ def kai_pod(view: PodView, policy: Policy) -> str | None:
     whether or not the integration is on: such a pod asks for a share of a GPU."""
     if view.scheduler_name not in policy.kai_schedulers:
         return None
-    for key in (KAI_FRACTION, KAI_MEMORY):
+    for key in [KAI_FRACTION, KAI_MEMORY]:
         if key in view.annotations:
             return key
     return None

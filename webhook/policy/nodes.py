@@ -171,7 +171,7 @@ def _terms(affinity: Any) -> tuple[tuple[Requirement, ...], ...] | None:
         if not isinstance(term, dict):
             raise Unreadable("nodeSelectorTerms")
         reqs: list[Requirement] = []
-        for field, is_field in (("matchExpressions", False), ("matchFields", True)):
+        for field, is_field in [("matchExpressions", False), ("matchFields", True)]:
             for expr in term.get(field) or ():
                 if not isinstance(expr, dict) or not isinstance(expr.get("key"), str):
                     raise Unreadable(field)
@@ -313,7 +313,7 @@ def pod_requests(view: PodView) -> dict[str, Decimal]:
         if c.kind is ContainerKind.EPHEMERAL:
             continue
         own: dict[str, Decimal] = {}
-        for side in (c.limits, c.requests):  # requests win: read second
+        for side in [c.limits, c.requests]:  # requests win: read second
             for name, value in (side or {}).items():
                 if "/" in name and not name.startswith("hugepages-"):
                     try:

@@ -369,7 +369,7 @@ def _type(value: Any) -> str:
 
 
 # Plain tuples: an Enum member's attributes cost a descriptor call each on the hot path.
-_KINDS: Final = tuple((kind, kind.field, kind.label) for kind in ContainerKind)
+_KINDS: Final[tuple[tuple[ContainerKind, str, str], ...]] = tuple((k, k.field, k.label) for k in ContainerKind)
 
 
 def find_templates(group: str, kind: str, policy: Policy) -> Templates | None:
@@ -708,7 +708,7 @@ def _container(
         capabilities = security.get("capabilities")
         if capabilities is not None:
             _mapping(capabilities, path, "securityContext.capabilities")
-            added = _list(capabilities.get("add"), path, "securityContext.capabilities.add") or ()
+            added = _list(capabilities.get("add"), path, "securityContext.capabilities.add") or []
             for i, cap in enumerate(added):
                 _string(cap, path, f"securityContext.capabilities.add[{i}]")
             caps = tuple(added)
@@ -755,7 +755,7 @@ def _env_from(value: Any, c: Container) -> tuple[EnvSource, ...]:
     return tuple(out)
 
 
-_ENV_SOURCES: Final = (("configMapRef", "ConfigMap"), ("secretRef", "Secret"))
+_ENV_SOURCES: Final[tuple[tuple[str, str], ...]] = (("configMapRef", "ConfigMap"), ("secretRef", "Secret"))
 
 
 def _config_map_key(source: Any, path: str) -> tuple[str, str] | None:
@@ -799,7 +799,7 @@ def _claims(value: Any, path: str) -> tuple[str, ...]:
 def _gpu_count(limits: dict[str, Any] | None, requests: dict[str, Any] | None, resource: str) -> Decimal | None:
     # Limits decide (they are what the device plugin allocates); templates may carry
     # only one side, so fall back to requests.
-    for side in (limits, requests):
+    for side in [limits, requests]:
         if side is not None and resource in side:
             try:
                 return parse_quantity(side[resource])

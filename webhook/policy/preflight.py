@@ -146,7 +146,7 @@ def largest_container(view: PodView, resource: str) -> tuple[Container, str] | N
     """The container asking the most of `resource` and the side it names it on: the message's path."""
     best: tuple[Decimal, Container, str] | None = None
     for c in view.containers:
-        for side_name, side in (("limits", c.limits), ("requests", c.requests)):
+        for side_name, side in [("limits", c.limits), ("requests", c.requests)]:
             if side and resource in side:
                 try:
                     amount = parse_quantity(side[resource])

@@ -28,7 +28,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
             describe(entry.value),
         )
         for c in view.containers
-        if source(c, view, policy) is None
+        if NAME in c.watched and source(c, view, policy) is None  # the env first: it is rarely set
         for entry in c.env(NAME)
         if not entry.value_from and "all" in (item.strip() for item in entry.value.split(","))
     ]

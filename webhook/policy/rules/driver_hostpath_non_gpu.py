@@ -10,13 +10,15 @@ device nodes it obtains some other way.
 
 from __future__ import annotations
 
+from typing import Final
+
 from ..gpus import gpu_pod
 from ..objects import PodView
 from ..types import Policy, Rule, Trigger, Violation, Where
 from .no_gpu_device_hostpath import _under, normalise
 
 ID = "driver-hostpath-non-gpu"
-DRIVER_DIRS = ("/home/kubernetes/bin/nvidia", "/usr/local/nvidia", "/run/nvidia/driver")
+DRIVER_DIRS: Final[tuple[str, ...]] = ("/home/kubernetes/bin/nvidia", "/usr/local/nvidia", "/run/nvidia/driver")
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:

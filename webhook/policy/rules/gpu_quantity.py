@@ -103,6 +103,8 @@ def problem(value: object, policy: Policy, name: str | None = None) -> tuple[str
     constraint = _constraint(name or policy.resource_name, policy)
     if constraint is None:
         return None
+    if (constraint is _gpu or constraint is _device) and _plain_count(value):
+        return None  # "1", 2: a whole number of devices, what nearly every pod asks for
     try:
         q = parse_quantity(value)
     except QuantityError:
@@ -110,6 +112,14 @@ def problem(value: object, policy: Policy, name: str | None = None) -> tuple[str
     if q < 0:
         return f"is {describe(value)}: must not be negative", _fix(constraint, policy)
     return constraint(q, value, policy)
+
+
+def _plain_count(value: object) -> bool:
+    """A non-negative whole number written plainly: ASCII digits (no sign, suffix or exponent) or a
+    JSON integer. Always valid for the GPU resource and any device resource, so not parsed."""
+    if type(value) is str:
+        return value.isascii() and value.isdigit() and len(value) <= 18
+    return type(value) is int and value >= 0
 
 
 def _fix(constraint: Constraint, policy: Policy) -> str:
@@ -120,7 +130,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     out: list[Violation] = []
     for c in view.containers:
         limits = c.limits or {}
-        for side_name, side in (("limits", limits), ("requests", c.requests)):
+        for side_name, side in [("limits", limits), ("requests", c.requests)]:
             if not side:
                 continue
             for name, value in side.items():

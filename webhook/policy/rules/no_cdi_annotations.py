@@ -7,11 +7,13 @@ GPU system pods that need it run in exempt namespaces.
 
 from __future__ import annotations
 
+from typing import Final
+
 from ..objects import PodView
 from ..types import Policy, Rule, Trigger, Violation, Where
 
 ID = "no-cdi-annotations"
-PREFIXES = ("nvidia.cdi.k8s.io/", "cdi.k8s.io/")
+PREFIXES: Final[tuple[str, ...]] = ("nvidia.cdi.k8s.io/", "cdi.k8s.io/")
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:

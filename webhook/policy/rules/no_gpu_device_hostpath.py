@@ -11,13 +11,15 @@ Denied: a hostPath whose normalised path is, lies under, or contains one of
 
 from __future__ import annotations
 
+from typing import Final
+
 from ..objects import PodView
 from ..types import Policy, Rule, Trigger, Violation, Where
 
 ID = "no-gpu-device-hostpath"
 DEVICE_LIST_NAME = "nvidia-container-devices"
 DEVICE_LIST_DIR = f"/run/{DEVICE_LIST_NAME}"
-PROTECTED = (
+PROTECTED: Final[tuple[str, ...]] = (
     "/dev",
     "/proc",
     "/sys",

@@ -16,10 +16,10 @@ ID = "no-host-namespaces-gpu"
 def check(view: PodView, policy: Policy) -> list[Violation]:
     flagged = [
         (field, what)
-        for field, on, what in (
+        for field, on, what in [
             ("hostPID", view.host_pid, "the node's processes"),
             ("hostIPC", view.host_ipc, "the node's shared memory"),
-        )
+        ]
         if on
     ]
     if not flagged or not gpu_pod(view, policy):
