@@ -30,6 +30,8 @@ from typing import Any, Final
 
 import httptools
 
+from .review import dumps
+
 log = logging.getLogger("gpu-policy.http")
 
 # An answer: status, Content-Type, body, and whether to close the connection after it.
@@ -52,6 +54,7 @@ REASONS: Final = {
     503: b"Service Unavailable",
 }
 TEXT: Final = b"text/plain; charset=utf-8"
+JSON: Final = b"application/json"
 
 # Connection states, plain ints: what the sweep checks a deadline against.
 IDLE, HEADERS, BODY, LINGER, CLOSED = 0, 1, 2, 3, 4
@@ -338,7 +341,15 @@ class Connection(asyncio.Protocol):
         self._write(status, content_type, payload, keep_alive and not close, method)
 
     def _write(
-        self, status: int, content_type: bytes, payload: bytes, keep_alive: bool, method: bytes, extra: bytes = b""
+        self,
+        status: int,
+        content_type: bytes,
+        payload: bytes,
+        keep_alive: bool,
+        method: bytes,
+        extra: bytes = b"",
+        *,
+        linger: bool = False,
     ) -> None:
         transport = self.transport
         if transport is None:
@@ -359,7 +370,10 @@ class Connection(asyncio.Protocol):
             extra,
         )
         transport.write(head if method == b"HEAD" else head + payload)
-        if not keep_alive:
+        if linger:
+            self.state = LINGER
+            self.deadline = self.server.now + LINGER_SECONDS
+        elif not keep_alive:
             self.close()
 
     def _early(self, status: int, message: str, *, linger: bool = False) -> None:
@@ -367,23 +381,7 @@ class Connection(asyncio.Protocol):
         With `linger`, the rest of the request is read (and dropped) for up to a second first, so
         a client still sending its body reads the answer instead of a reset."""
         self._done_waiting()
-        if self.transport is None:
-            return
-        from .review import dumps
-
-        payload = dumps({"error": message})
-        head = b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nDate: %s\r\n" % (
-            status,
-            REASONS.get(status, b"Unknown"),
-            len(payload),
-            self.server.date,
-        )
-        self.transport.write(head + b"Connection: close\r\n\r\n" + payload)
-        if linger:
-            self.state = LINGER
-            self.deadline = self.server.now + LINGER_SECONDS
-        else:
-            self.close()
+        self._write(status, JSON, dumps({"error": message}), False, b"", linger=linger)
 
     def _done_waiting(self) -> None:
         if self.waiting:

@@ -18,7 +18,7 @@ from aiohttp import web
 
 from . import admission, logs, review
 from .config import Settings
-from .http import TEXT, Answer, Handler, Limits, Route
+from .http import JSON, TEXT, Answer, Handler, Limits, Route
 from .http import Server as HttpServer
 from .metrics import Metrics
 from .policy import Policy
@@ -74,7 +74,6 @@ class Cell:
 
 Decide = Callable[[review.Request, Policy], admission.Outcome]
 
-JSON: Final = b"application/json"
 EXPOSITION: Final = "text/plain; version=0.0.4; charset=utf-8"
 
 
