@@ -15,7 +15,7 @@ httptools, the parser of Node.js and uvicorn) doing the parsing, strictly:
 
 Deadlines are checked by one sweep per server a few times a second instead of a timer per
 request: arming and cancelling a timer per review cost more than the check. The metrics port
-stays on aiohttp (plain HTTP, a scrape every few seconds).
+uses the same transport without TLS.
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ Handler = Callable[[str, bytes], Answer]
 
 HEADER_LIMIT: Final = 64 * 1024  # request line and headers together; aiohttp allows 8190 per line
 REASONS: Final = {
-    100: b"Continue",
     200: b"OK",
     400: b"Bad Request",
     404: b"Not Found",

@@ -14,8 +14,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from aiohttp import web
-
 from . import admission, logs, review
 from .config import Settings
 from .http import JSON, TEXT, Answer, Handler, Limits, Route
@@ -75,6 +73,7 @@ class Cell:
 Decide = Callable[[review.Request, Policy], admission.Outcome]
 
 EXPOSITION: Final = "text/plain; version=0.0.4; charset=utf-8"
+_EXPOSITION: Final = EXPOSITION.encode()
 
 
 def _error(status: int, message: str) -> Answer:
@@ -131,7 +130,7 @@ class Webhook:
             b"/mutate": Route(post, self._handler("mutate", admission.mutate)),
             b"/healthz": Route(get, lambda _t, _b: (200, TEXT, b"ok", False)),
             b"/readyz": Route(get, self.readyz),
-            b"/metrics": Route(get, lambda _t, _b: (200, EXPOSITION.encode(), counters.render(), False)),
+            b"/metrics": Route(get, lambda _t, _b: (200, _EXPOSITION, counters.render(), False)),
         }
 
     def put(self, active: Active) -> None:
@@ -216,21 +215,6 @@ class Webhook:
         self._tasks.clear()
 
 
-def set_ready(webhook: Webhook, ready: bool) -> None:
-    webhook.ready = ready
-
-
-def metrics_app(render: Callable[[], bytes]) -> web.Application:
-    """The plain-HTTP metrics port: Prometheus scrapes it without TLS or our CA."""
-
-    async def handle(_request: web.Request) -> web.Response:
-        return web.Response(body=render(), headers={"Content-Type": EXPOSITION})
-
-    app = web.Application()
-    app.router.add_get("/metrics", handle)
-    return app
-
-
 async def serve(webhook: Webhook, host: str, port: int, context: Any, *, reuse_port: bool = False) -> HttpServer:
     """The TLS port (webhook.http) answering `webhook`'s routes, after its watchers started."""
     await webhook.start()
@@ -247,6 +231,14 @@ async def shutdown(webhook: Webhook, http: HttpServer, timeout: float = 15.0) ->
     """Stop listening, finish the requests in flight (up to `timeout`), stop the watchers."""
     await http.stop(timeout)
     await webhook.stop()
+
+
+async def serve_metrics(webhook: Webhook, host: str, port: int) -> HttpServer:
+    """The plain-HTTP metrics port (Prometheus scrapes it without TLS or our CA): the same
+    /metrics route as the TLS port, on the same transport."""
+    http = HttpServer({b"/metrics": webhook.routes[b"/metrics"]}, webhook.limits())
+    await http.start(host, port, None)
+    return http
 
 
 def _start_cluster_view(webhook: Webhook) -> Any:

@@ -55,7 +55,7 @@ async def _serve(
 ) -> None:
     """Serve until SIGTERM or SIGINT; on SIGTERM drain first (see Settings.drain_seconds).
     SIGHUP reloads the config file at once (it is also watched; see webhook.reload)."""
-    from ..server import Webhook, metrics_app, serve, set_ready, shutdown
+    from ..server import Webhook, serve, serve_metrics, shutdown
 
     host, port = args.host, args.port
     detect = None
@@ -76,16 +76,12 @@ async def _serve(
     webhook = Webhook(settings, reloader, args.config, digest, detect, cluster_client)
     http = await serve(webhook, host, port, reloader.context, reuse_port=reuse_port)
     extra: list[asyncio.Task[None]] = []
-    metrics_runner = None
+    metrics_http = None
     if snapshots is not None:  # a worker: the parent serves the metrics port from our snapshots
         extra.append(asyncio.create_task(_write_snapshots(webhook.metrics, snapshots)))
     elif args.metrics_port:
-        from aiohttp import web
-
-        metrics_runner = web.AppRunner(metrics_app(webhook.metrics.render), access_log=None, handle_signals=False)
-        await metrics_runner.setup()
         try:
-            await web.TCPSite(metrics_runner, host, args.metrics_port).start()
+            metrics_http = await serve_metrics(webhook, host, args.metrics_port)
         except OSError as exc:  # admission matters more than metrics: say so and go on
             log.error("cannot serve metrics on %s:%d: %s", host, args.metrics_port, exc)
     loop = asyncio.get_running_loop()
@@ -103,13 +99,13 @@ async def _serve(
         if await received == signal.SIGTERM and settings.drain_seconds > 0:
             # Kubernetes removes a terminating pod from the Service while it is told to stop;
             # answering a little longer turns that race into zero failed admissions.
-            set_ready(webhook, False)
+            webhook.ready = False
             log.info("SIGTERM: not ready, draining for %.1f s", settings.drain_seconds)
             await asyncio.sleep(settings.drain_seconds)
     finally:
         await shutdown(webhook, http, SHUTDOWN_SECONDS)  # closes the listener, then finishes reviews in flight
-        if metrics_runner is not None:
-            await metrics_runner.cleanup()
+        if metrics_http is not None:
+            await metrics_http.stop(1.0)
         for task in extra:
             task.cancel()
         if snapshots is not None:
