@@ -26,7 +26,7 @@ import ssl
 import time
 from collections.abc import Callable
 from email.utils import formatdate
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import httptools
 
@@ -114,7 +114,8 @@ class Server:
     ) -> None:
         loop = asyncio.get_running_loop()
         self._listener = await loop.create_server(
-            lambda: Connection(self),
+            # A Connection is an asyncio protocol by its methods (see the class): cast, not subclassed.
+            lambda: cast(asyncio.BaseProtocol, Connection(self)),
             host,
             port,
             ssl=ssl_context,
@@ -167,8 +168,11 @@ class Server:
             await self._listener.wait_closed()
 
 
-class Connection(asyncio.Protocol):
-    """One client connection: llhttp parses, callbacks collect, the handler answers in order."""
+class Connection:
+    """One client connection: llhttp parses, callbacks collect, the handler answers in order.
+
+    An asyncio protocol by its methods (asyncio and uvloop call them by name), not by subclassing
+    asyncio.Protocol: mypyc compiles only classes whose bases it compiles too."""
 
     __slots__ = (
         "body",
