@@ -77,8 +77,9 @@ class Outcome:
         return self.verdict.audit_annotations()
 
     def counted(self) -> list[tuple[str, str]]:
-        """(rule, mode) per violation, for metrics."""
-        return [(v.rule, mode.value) for mode, found in self.verdict.by_mode.items() for v in found]
+        """(rule, mode) per violation, for metrics. The mode as it is: a StrEnum is its value
+        (`.value` would run Enum's Python-level property, once per violation)."""
+        return [(v.rule, mode) for mode, found in self.verdict.by_mode.items() for v in found]
 
 
 def _skipped(reason: str) -> Outcome:
