@@ -1,83 +1,29 @@
-"""The admission server: bytes in, `webhook.admission` in the middle, bytes out (webhook.http carries them).
-
-Everything that can go wrong with a request maps to a clear answer: a broken envelope is
-an HTTP 4xx with a JSON error; a failure inside the policy is `allowed: false`, code 500,
-with the uid echoed; nothing escapes to kill the process.
-"""
+"""The admission server: its routes (the review routes' handler is webhook.answer), the watchers
+beside them, and the ports (webhook.http carries the bytes)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from . import admission, logs, review
+from . import admission
+from .answer import Cell, ReviewHandler
 from .config import Settings
-from .http import JSON, TEXT, Answer, Handler, Limits, Route
+from .http import TEXT, Answer, Limits, Route
 from .http import Server as HttpServer
 from .metrics import Metrics
-from .policy import Policy
 from .reload import Active, ConfigReloader, VersionWatcher, activate
-from .review import ReviewError
 
 if TYPE_CHECKING:
     from .tls import CertReloader
 
 log = logging.getLogger("gpu-policy.server")
-# One line per review that changed something or said something (denied, patched, warned) at info,
-# every other review at debug; never the object itself (it may hold secrets in env values).
-_NOTEWORTHY = frozenset({admission.Decision.DENIED, admission.Decision.PATCHED, admission.Decision.MALFORMED})
-
-
-def _log_review(
-    level: int,
-    webhook: str,
-    req: review.Request,
-    outcome: admission.Outcome,
-    found: list[tuple[str, str]],
-    seconds: float,
-) -> None:
-    logs.review(
-        level,
-        f"{webhook} {req.operation} {req.kind} {req.namespace}/{req.name}: {outcome.decision.value}",
-        {
-            "uid": req.uid,
-            "webhook": webhook,
-            "decision": outcome.decision.value,
-            "kind": req.kind,
-            "namespace": req.namespace,
-            "objectName": req.name,
-            "operation": req.operation,
-            "user": req.user,
-            "dryRun": req.dry_run,
-            "rules": sorted({rule for rule, _mode in found}),
-            "modes": sorted({mode for _rule, mode in found}),
-            "patched": len(outcome.ops),
-            "latencyMs": round(seconds * 1000, 3),
-        },
-    )
-
-
-class Cell:
-    """The active policy: one attribute, replaced whole by a reload, read once per request."""
-
-    __slots__ = ("active",)
-
-    def __init__(self, active: Active) -> None:
-        self.active = active
-
-
-Decide = Callable[[review.Request, Policy], admission.Outcome]
 
 EXPOSITION: Final = "text/plain; version=0.0.4; charset=utf-8"
 _EXPOSITION: Final = EXPOSITION.encode()
-
-
-def _error(status: int, message: str) -> Answer:
-    return status, JSON, review.dumps({"error": message}), False
 
 
 class Webhook:
@@ -126,8 +72,8 @@ class Webhook:
         self._cluster_watcher: Any = None
         post, get = frozenset({b"POST"}), frozenset({b"GET", b"HEAD"})
         self.routes: dict[bytes, Route] = {
-            b"/validate": Route(post, self._handler("validate", admission.validate)),
-            b"/mutate": Route(post, self._handler("mutate", admission.mutate)),
+            b"/validate": Route(post, ReviewHandler("validate", admission.validate, cell, counters, self)),
+            b"/mutate": Route(post, ReviewHandler("mutate", admission.mutate, cell, counters, self)),
             b"/healthz": Route(get, lambda _t, _b: (200, TEXT, b"ok", False)),
             b"/readyz": Route(get, self.readyz),
             b"/metrics": Route(get, lambda _t, _b: (200, _EXPOSITION, counters.render(), False)),
@@ -145,46 +91,6 @@ class Webhook:
         if self.ready:
             return 200, TEXT, f"ok\n{view}\n".encode(), False
         return 503, TEXT, f"not ready\n{view}\n".encode(), False
-
-    def _handler(self, name: str, decide: Decide) -> Handler:
-        # Resolved once here, not looked up per request.
-        counters, cell = self.metrics, self.cell
-
-        def handle(content_type: str, body: bytes) -> Answer:
-            if content_type != "application/json":
-                return _error(415, f"Content-Type must be application/json, got {content_type!r}")
-            started = time.perf_counter()
-            if not body:
-                return _error(400, "empty body: expected an AdmissionReview")
-            try:
-                data = review.loads(body)
-            except ValueError as exc:
-                return _error(400, f"body is not valid JSON: {exc}")
-            try:
-                req = review.parse(data)
-            except ReviewError as exc:
-                return _error(exc.status, str(exc))
-            policy = cell.active.policy  # read once: a reload swaps it between requests, never within one
-            try:
-                outcome = decide(req, policy)
-                payload = review.dumps(review.respond(req, outcome))
-            except Exception as exc:  # a bug must cost one request, never the server or an accidental allow
-                log.exception("internal error on %s uid=%s", name, req.uid)
-                payload = review.dumps(review.errored(req.api_version, req.uid, f"gpu-policy internal error: {exc}"))
-                counters.observe(name, "error", time.perf_counter() - started, [])
-            else:
-                seconds = time.perf_counter() - started
-                found = outcome.counted()
-                counters.observe(name, outcome.decision, seconds, found)
-                # The fields are built only for a line that is written (the level is checked first).
-                level = logging.INFO if outcome.decision in _NOTEWORTHY or outcome.warnings else logging.DEBUG
-                if logs.REVIEW.isEnabledFor(level):
-                    _log_review(level, name, req, outcome, found, seconds)
-            # Draining: answer, but close the connection, so the API server's next review opens
-            # a new one (to a replica that is staying) instead of reusing ours as we stop.
-            return 200, JSON, payload, not self.ready
-
-        return handle
 
     def limits(self) -> Limits:
         s = self.settings

@@ -1,0 +1,126 @@
+"""One review in, one answer out: what /validate and /mutate run between the transport and the policy.
+
+Content type, JSON, the envelope (webhook.review), the decision (webhook.admission), the answer's
+bytes, the metrics and the review log line. Everything that can go wrong maps to a clear answer: a
+broken envelope is an HTTP 4xx with a JSON error; a failure inside the policy is `allowed: false`,
+code 500, with the uid echoed; nothing escapes to kill the process.
+
+Compiled with mypyc like the transport and the protocol layer (webhook/_build.py): it runs once per
+review, and interpreted it cost about as much as the policy's cheapest ten rules together.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final, Protocol
+
+from . import admission, logs, review
+from .http import JSON, Answer
+from .policy import Policy
+from .review import ReviewError
+
+if TYPE_CHECKING:
+    from .metrics import Metrics
+    from .reload import Active
+
+log = logging.getLogger("gpu-policy.server")
+# One line per review that changed something or said something (denied, patched, warned) at info,
+# every other review at debug; never the object itself (it may hold secrets in env values).
+_NOTEWORTHY: Final = frozenset({admission.Decision.DENIED, admission.Decision.PATCHED, admission.Decision.MALFORMED})
+
+Decide = Callable[[review.Request, Policy], admission.Outcome]
+
+
+class Cell:
+    """The active policy: one attribute, replaced whole by a reload, read once per request."""
+
+    def __init__(self, active: Active) -> None:
+        self.active = active
+
+
+class Readiness(Protocol):
+    """Whether the server is ready; when not (draining), every answer closes its connection."""
+
+    ready: bool
+
+
+def error(status: int, message: str) -> Answer:
+    return status, JSON, review.dumps({"error": message}), False
+
+
+class ReviewHandler:
+    """The handler of one review route (webhook.http's Handler): `name` is the webhook
+    ("validate", "mutate") as metrics and logs name it, `decide` its admission function."""
+
+    def __init__(self, name: str, decide: Decide, cell: Cell, metrics: Metrics, server: Readiness) -> None:
+        self.name = name
+        self.decide = decide
+        self.cell = cell
+        self.metrics = metrics
+        self.server = server
+
+    def __call__(self, content_type: str, body: bytes) -> Answer:
+        if content_type != "application/json":
+            return error(415, f"Content-Type must be application/json, got {content_type!r}")
+        started = time.perf_counter()
+        if not body:
+            return error(400, "empty body: expected an AdmissionReview")
+        try:
+            data = review.loads(body)
+        except ValueError as exc:
+            return error(400, f"body is not valid JSON: {exc}")
+        try:
+            req = review.parse(data)
+        except ReviewError as exc:
+            return error(exc.status, str(exc))
+        name = self.name
+        policy = self.cell.active.policy  # read once: a reload swaps it between requests, never within one
+        try:
+            outcome = self.decide(req, policy)
+            payload = review.dumps(review.respond(req, outcome))
+        except Exception as exc:  # a bug must cost one request, never the server or an accidental allow
+            log.exception("internal error on %s uid=%s", name, req.uid)
+            payload = review.dumps(review.errored(req.api_version, req.uid, f"gpu-policy internal error: {exc}"))
+            self.metrics.observe(name, "error", time.perf_counter() - started, [])
+        else:
+            seconds = time.perf_counter() - started
+            found = outcome.counted()
+            self.metrics.observe(name, outcome.decision, seconds, found)
+            # The fields are built only for a line that is written (the level is checked first).
+            level = logging.INFO if outcome.decision in _NOTEWORTHY or outcome.warnings else logging.DEBUG
+            if logs.REVIEW.isEnabledFor(level):
+                _log_review(level, name, req, outcome, found, seconds)
+        # Draining: answer, but close the connection, so the API server's next review opens
+        # a new one (to a replica that is staying) instead of reusing ours as we stop.
+        return 200, JSON, payload, not self.server.ready
+
+
+def _log_review(
+    level: int,
+    webhook: str,
+    req: review.Request,
+    outcome: admission.Outcome,
+    found: list[tuple[str, str]],
+    seconds: float,
+) -> None:
+    logs.review(
+        level,
+        f"{webhook} {req.operation} {req.kind} {req.namespace}/{req.name}: {outcome.decision.value}",
+        {
+            "uid": req.uid,
+            "webhook": webhook,
+            "decision": outcome.decision.value,
+            "kind": req.kind,
+            "namespace": req.namespace,
+            "objectName": req.name,
+            "operation": req.operation,
+            "user": req.user,
+            "dryRun": req.dry_run,
+            "rules": sorted({rule for rule, _mode in found}),
+            "modes": sorted({mode for _rule, mode in found}),
+            "patched": len(outcome.ops),
+            "latencyMs": round(seconds * 1000, 3),
+        },
+    )
