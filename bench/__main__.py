@@ -18,12 +18,13 @@ import shutil
 import signal
 import socket
 import ssl
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -253,6 +254,40 @@ def measure(name: str, url: str, pid: int, files: list[Path], rate_body: Path, s
     return result
 
 
+def head_to_head(
+    urls: dict[str, str], pids: dict[str, int], files: list[Path], rounds: int, seconds: float
+) -> dict[str, Any]:
+    """The targets' ratio to bare, measured the way a noisy machine allows: every server stays up
+    (pinned to the same core, idle but for the one under load), and each round measures them all
+    back to back at 64 connections on the mixed reviews, in an order that alternates between
+    rounds. A round's ratio compares figures taken seconds apart; the median over rounds is the
+    figure the targets are judged by. (Bare alone moves by 20% between runs minutes apart here.)"""
+    names = list(urls)
+    runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    print(f"  head to head, {rounds} rounds: ", end="", flush=True)
+    for n in names:
+        closed_loop(urls[n], files, 8, 1.0, LOAD_CPU)  # warm-up
+    for k in range(rounds):
+        for n in names if k % 2 == 0 else names[::-1]:
+            cpu_before = cpu_seconds(pids[n])
+            r = closed_loop(urls[n], files, 64, seconds, LOAD_CPU)
+            r["cpu_us_per_review"] = round((cpu_seconds(pids[n]) - cpu_before) / max(r["requests"], 1) * 1e6, 1)
+            runs[n].append(r)
+        print(f"{k + 1} ", end="", flush=True)
+    print()
+    out: dict[str, Any] = {"rounds": rounds, "seconds": seconds, "targets": {}}
+    for n in names:
+        ratios = [r["rps"] / b["rps"] for r, b in zip(runs[n], runs["bare"], strict=True)]
+        out["targets"][n] = {
+            "rps": [r["rps"] for r in runs[n]],
+            "cpu_us_per_review": [r["cpu_us_per_review"] for r in runs[n]],
+            "ratios": [round(x, 3) for x in ratios],
+            "median_ratio": round(statistics.median(ratios), 3),
+            "median_cpu_us": statistics.median(r["cpu_us_per_review"] for r in runs[n]),
+        }
+    return out
+
+
 def ratio(value: float, limit: float) -> str:
     return f"{value / limit:.2f}" if limit else "n/a"
 
@@ -272,6 +307,18 @@ def report(results: dict[str, Any]) -> str:
                 f"{r['rps']:>6} {r['p50_ms']:5.2f}/{r['p99_ms']:5.2f} x{ratio(r['rps'], bare['concurrency'][c]['rps'])}"
             )
         lines.append(f"{c:>6} " + " ".join(f"{x:>30}" for x in cells))
+    h2h = results.get("head_to_head")
+    if h2h:
+        lines += [
+            "",
+            f"Head to head (the targets' figure): 64 connections, mixed reviews, {h2h['rounds']} rounds of "
+            f"{h2h['seconds']:g} s, servers measured back to back in alternating order",
+        ]
+        for n, r in h2h["targets"].items():
+            lines.append(
+                f"  {n:18} median x{r['median_ratio']:.2f}  rounds {' '.join(f'x{x:.2f}' for x in r['ratios'])}"
+                f"  req/s {' '.join(map(str, r['rps']))}  CPU {r['median_cpu_us']:.1f} us/review"
+            )
     lines += ["", "Saturation by pod (64 connections, one review repeated): req/s and ratio to bare"]
     lines.append(f"{'pod':>12} " + " ".join(f"{n:>24}" for n in names))
     for pod_name in PER_POD:
@@ -316,9 +363,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=6.0, help="duration of each measurement")
     p.add_argument("--quick", action="store_true", help="2-second measurements (a smoke run)")
     p.add_argument("--no-workers", action="store_true", help="skip the 1 vs 2 worker comparison")
+    p.add_argument("--rounds", type=int, help="alternating head-to-head rounds (default 7, --quick 2; 0: none)")
     p.add_argument("--out", default=str(RESULTS / "latest.json"))
     args = p.parse_args(argv)
     seconds = 2.0 if args.quick else args.seconds
+    rounds = args.rounds if args.rounds is not None else 2 if args.quick else 7
 
     tools = ", ".join(t for t in ("wrk", "h2load") if shutil.which(t)) or "aiohttp client (wrk/h2load missing)"
     results: dict[str, Any] = {
@@ -391,6 +440,29 @@ def main(argv: list[str] | None = None) -> int:
                         rate_body,
                         seconds,
                     )
+        if rounds > 0:
+            # Last, with every server up at once: bare, and the compiled build's two routes.
+            build = next(iter(builds))
+            with ExitStack() as stack:
+                ports = {"bare": free_port(), build: free_port()}
+                bare_proc = stack.enter_context(
+                    server(
+                        [py, "-m", "bench.bare", "--cert-dir", str(tmp / "certs"), "--port", str(ports["bare"])],
+                        ports["bare"],
+                        SERVER_CPU,
+                        ca,
+                    )
+                )
+                ours = stack.enter_context(
+                    server(policy_cmd(ports[build]), ports[build], SERVER_CPU, ca, builds[build])
+                )
+                urls = {
+                    "bare": f"https://127.0.0.1:{ports['bare']}/validate",
+                    f"{build} /validate": f"https://127.0.0.1:{ports[build]}/validate",
+                    f"{build} /mutate": f"https://127.0.0.1:{ports[build]}/mutate",
+                }
+                pids = {"bare": bare_proc.pid, f"{build} /validate": ours.pid, f"{build} /mutate": ours.pid}
+                results["head_to_head"] = head_to_head(urls, pids, files, rounds, max(2.0, seconds / 2))
         if not args.no_workers:
             results["workers"] = {}
             for workers in (1, 2):
