@@ -1,0 +1,123 @@
+"""The training run of the profile-guided build (setup.py): reviews through the compiled modules.
+
+GCC's -fprofile-use lays out the compiled modules by what this run executes: hot paths together
+and straight-line, error handling and unexecuted code out of the way. That matters more on the
+server than in a loop: between two reviews TLS, the kernel and the JSON parser evict the policy's
+code from the CPU's caches (in the server the compiled rules cost 2-3x what `bench.core` shows).
+
+The workload is what `make bench` sends (bench.reviews: GPU and non-GPU pods, allowed, denied,
+mutated) and, where its YAML reader is installed, the test corpus (every rule firing), through
+the real routes and transport (webhook.server, webhook.http) when their dependencies are
+installed, else through webhook.admission and webhook.review alone (pyyaml is needed either
+way: webhook.config builds the policy). Run as
+`python -m bench.pgo` with the freshly built package first on the path; it only executes, it
+asserts nothing (the tests judge the build).
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from .reviews import bodies
+
+ROUNDS = 150  # about 5 s: enough for stable branch counts, small next to the compile itself
+CORPUS = Path(__file__).resolve().parent.parent / "tests" / "corpus"
+CONFIG = {"clusterVersion": "1.27", "acceleratorNodeSelector": {"default": "nvidia-t4"}}
+
+
+def _corpus_reviews() -> list[bytes]:
+    """Each corpus object as a CREATE review (rules firing, messages built)."""
+    try:
+        import yaml
+    except ImportError:
+        return []
+    from webhook.review import dumps
+
+    out: list[bytes] = []
+    for path in sorted(CORPUS.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if not isinstance(doc, dict):
+                continue
+            group, _, version = str(doc.get("apiVersion", "v1")).rpartition("/")
+            request: dict[str, Any] = {
+                "uid": str(uuid.uuid4()),
+                "kind": {"group": group, "version": version, "kind": doc.get("kind", "")},
+                "resource": {"group": group, "version": version, "resource": "pods"},
+                "operation": "CREATE",
+                "namespace": "default",
+                "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller"},
+                "object": doc,
+            }
+            out.append(dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}))
+    return out
+
+
+class _Sink:
+    """A transport that takes the answers and drops them (the socket is not what is trained)."""
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return False
+
+
+def _through_server(reviews: list[bytes]) -> bool:
+    """Reviews as HTTP requests through the transport and the real routes; False when the server's
+    dependencies (httptools, prometheus-client, pyyaml) are missing."""
+    try:
+        from webhook import http, server
+        from webhook.config import from_mapping
+    except ImportError:
+        return False
+    webhook = server.Webhook(from_mapping(CONFIG))
+    webhook.ready = True
+    connection = http.Connection(http.Server(webhook.routes, webhook.limits()))
+    connection.connection_made(_Sink())
+    requests = [
+        b"POST /%s?timeout=10s HTTP/1.1\r\nHost: gpu-policy.gpu-policy.svc:443\r\n"
+        b"Content-Type: application/json\r\nAccept: application/json, */*\r\nContent-Length: %d\r\n\r\n%s"
+        % (path, len(body), body)
+        for body in reviews
+        for path in (b"validate", b"mutate")
+    ]
+    for _ in range(ROUNDS):
+        for request in requests:
+            connection.data_received(request)
+    return True
+
+
+def _through_protocol(reviews: list[bytes]) -> None:
+    """The protocol layer and the policy alone (a build environment without the server's dependencies)."""
+    from webhook import admission, review
+    from webhook.config import from_mapping
+
+    policy = from_mapping(CONFIG).policy
+    for _ in range(ROUNDS):
+        for body in reviews:
+            req = review.parse(review.loads(body))
+            for decide in (admission.validate, admission.mutate):
+                review.dumps(review.respond(req, decide(req, policy)))
+
+
+def main() -> int:
+    import webhook
+
+    if not webhook.BUILD.startswith("compiled"):
+        print(f"bench.pgo: not training a {webhook.BUILD} build", file=sys.stderr)
+        return 1
+    # The realistic bulk five times over, so it stays the bulk of the profile; the corpus once.
+    reviews = list(bodies().values()) * 5 + _corpus_reviews()
+    if not _through_server(reviews):
+        _through_protocol(reviews)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
