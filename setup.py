@@ -13,6 +13,7 @@ compiled module.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 
@@ -89,6 +90,11 @@ class OptionalBuildExt(build_ext):
             # every branch).
             self._set_flags([f"-fprofile-use={profile}", "-fprofile-partial-training", "-Wno-missing-profile"], [])
             self._build()
+            # Recorded in the manifest of the package as built, so `gpu-policy --version` says so.
+            build = _build_module()
+            manifest = {**build.manifest(), build.PROFILE: "bench/pgo.py"}
+            with open(os.path.join(built, "webhook", "_compiled.json"), "w") as f:
+                f.write(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
             print("gpu-policy: compiled with mypyc, profile-guided (bench/pgo.py)", file=sys.stderr)
         finally:
             shutil.rmtree(profile, ignore_errors=True)
@@ -146,8 +152,6 @@ def _build_module():  # type: ignore[no-untyped-def]
 
 def write_manifest() -> None:
     """webhook/_compiled.json: the sha256 of every source compiled (see webhook/_build.py)."""
-    import json
-
     build = _build_module()
     build.MANIFEST.write_text(json.dumps(build.manifest(), indent=1, sort_keys=True) + "\n")
 

@@ -23,7 +23,7 @@ def test_this_run_uses_the_build_it_was_asked_for() -> None:
     if os.environ.get("GPU_POLICY_PURE") == "1":
         assert build == "pure Python (GPU_POLICY_PURE=1)"
     elif EXPECT:
-        assert build == "compiled with mypyc", f"make compiled did not produce a current build: {build}"
+        assert build.startswith("compiled with mypyc"), f"make compiled did not produce a current build: {build}"
 
 
 def test_the_installed_command_runs_the_same_build_from_anywhere(tmp_path: object) -> None:
@@ -50,7 +50,7 @@ def test_compiled_and_pure_judge_alike() -> None:
     if not core_build().startswith("compiled") and not EXPECT:
         pytest.skip(f"no current compiled build ({core_build()}): make compiled")
     compiled, pure = verdicts(pure=False), verdicts(pure=True)
-    assert compiled["build"] == "compiled with mypyc" and pure["build"] == "pure Python (GPU_POLICY_PURE=1)"
+    assert compiled["build"].startswith("compiled with mypyc") and pure["build"] == "pure Python (GPU_POLICY_PURE=1)"
     assert len(pure["results"]) > 1500  # type: ignore[arg-type]
     differ = [k for k in pure["results"] if compiled["results"][k] != pure["results"][k]]  # type: ignore[index,union-attr]
     assert not differ, f"{len(differ)} objects judged differently, e.g. {differ[:5]}"
@@ -83,7 +83,7 @@ def test_an_edited_source_is_never_shadowed_by_its_stale_build(tmp_path: object,
     build, review_file, engine_file = r.stdout.split("\n")[:3]
     assert review_file.startswith(str(root)) and engine_file.startswith(str(root))
     if edited is None:
-        assert build == "compiled with mypyc"
+        assert build.startswith("compiled with mypyc")
         assert review_file.endswith(".so") and engine_file.endswith(".so")
     else:
         assert build == f"pure Python ({edited} changed since it was compiled)"

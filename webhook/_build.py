@@ -75,6 +75,16 @@ def _why_pure() -> str | None:
     return None
 
 
+PROFILE = "_profile"  # in the manifest: the training run of a profile-guided build (setup.py)
+
+
+def _profile_guided() -> bool:
+    try:
+        return bool(json.loads(MANIFEST.read_text()).get(PROFILE))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 class _FromSource(importlib.abc.MetaPathFinder):
     """Finds the compiled modules as source files, ignoring the extension modules beside them."""
 
@@ -94,7 +104,7 @@ def choose_build() -> str:
     """Installs the source-only hook when the compiled core is not current; says which runs."""
     why = _why_pure()
     if why is None:
-        return "compiled with mypyc"
+        return "compiled with mypyc, profile-guided" if _profile_guided() else "compiled with mypyc"
     if not any(isinstance(f, _FromSource) for f in sys.meta_path):
         sys.meta_path.insert(0, _FromSource())
     return f"pure Python ({why})"

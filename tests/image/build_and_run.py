@@ -253,7 +253,10 @@ def main() -> int:
         os.chmod(extra / "tls" / "tls.key", 0o444)  # the chart's Secret volume: readable by the pod's group
 
         out = in_image(root, extra, "/venv/bin/gpu-policy", "--version")
-        assert isinstance(out, str) and f"gpu-policy {args.version} (policy core: compiled with mypyc)" in out, out
+        assert (
+            isinstance(out, str)
+            and f"gpu-policy {args.version} (policy core: compiled with mypyc, profile-guided)" in out
+        ), out
         report.append(f"--version as {UID}: {out.split(chr(10))[1]}")
         # The compiled core judges exactly like the pure Python one: every corpus verdict, message
         # and patch, in the image (compiled) and on this machine (pure Python).
