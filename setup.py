@@ -34,7 +34,7 @@ class OptionalBuildExt(build_ext):
     def run(self) -> None:
         self._compiler_choice = self.compiler  # run() replaces it with the compiler object it made
         try:
-            if self.extensions and _wants_profile(self):
+            if self.extensions and _wants_profile():
                 try:
                     self._profile_guided()
                     return
@@ -91,16 +91,13 @@ class OptionalBuildExt(build_ext):
             self._set_flags([f"-fprofile-use={profile}", "-fprofile-partial-training", "-Wno-missing-profile"], [])
             self._build()
             # Recorded in the manifest of the package as built, so `gpu-policy --version` says so.
-            build = _build_module()
-            manifest = {**build.manifest(), build.PROFILE: "bench/pgo.py"}
-            with open(os.path.join(built, "webhook", "_compiled.json"), "w") as f:
-                f.write(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+            write_manifest(os.path.join(built, "webhook", "_compiled.json"), profile="bench/pgo.py")
             print("gpu-policy: compiled with mypyc, profile-guided (bench/pgo.py)", file=sys.stderr)
         finally:
             shutil.rmtree(profile, ignore_errors=True)
 
 
-def _wants_profile(cmd: build_ext) -> bool:
+def _wants_profile() -> bool:
     """GCC, bench/pgo.py beside setup.py, and GPU_POLICY_PGO not 0. (clang's profiles work another
     way: it gets the plain build.)"""
     if os.environ.get("GPU_POLICY_PGO", "1") == "0" or not os.path.isfile("bench/pgo.py"):
@@ -150,10 +147,14 @@ def _build_module():  # type: ignore[no-untyped-def]
     return module
 
 
-def write_manifest() -> None:
-    """webhook/_compiled.json: the sha256 of every source compiled (see webhook/_build.py)."""
+def write_manifest(path: str | None = None, profile: str = "") -> None:
+    """webhook/_compiled.json (or `path`): the sha256 of every source compiled (see
+    webhook/_build.py), and the training run of a profile-guided build."""
     build = _build_module()
-    build.MANIFEST.write_text(json.dumps(build.manifest(), indent=1, sort_keys=True) + "\n")
+    manifest = {**build.manifest(), **({build.PROFILE: profile} if profile else {})}
+    text = json.dumps(manifest, indent=1, sort_keys=True) + "\n"
+    with open(path or build.MANIFEST, "w") as f:
+        f.write(text)
 
 
 setup(ext_modules=compiled_core(), cmdclass={"build_ext": OptionalBuildExt})

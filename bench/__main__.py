@@ -393,6 +393,9 @@ def main(argv: list[str] | None = None) -> int:
         ca = tmp / "certs" / "ca.crt"
         py = sys.executable
 
+        def bare_cmd(port: int) -> list[str]:
+            return [py, "-m", "bench.bare", "--cert-dir", str(tmp / "certs"), "--port", str(port)]
+
         def policy_cmd(port: int, workers: int = 1) -> list[str]:
             return [
                 py,
@@ -415,9 +418,7 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"bench: {seconds:g} s per measurement, tools: {tools}")
         port = free_port()
-        with server(
-            [py, "-m", "bench.bare", "--cert-dir", str(tmp / "certs"), "--port", str(port)], port, SERVER_CPU, ca
-        ) as proc:
+        with server(bare_cmd(port), port, SERVER_CPU, ca) as proc:
             results["targets"]["bare"] = measure(
                 "bare", f"https://127.0.0.1:{port}/validate", proc.pid, files, rate_body, seconds
             )
@@ -447,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
                 ports = {"bare": free_port(), build: free_port()}
                 bare_proc = stack.enter_context(
                     server(
-                        [py, "-m", "bench.bare", "--cert-dir", str(tmp / "certs"), "--port", str(ports["bare"])],
+                        bare_cmd(ports["bare"]),
                         ports["bare"],
                         SERVER_CPU,
                         ca,
