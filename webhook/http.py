@@ -181,6 +181,7 @@ class Connection:
         "declared",
         "expect_continue",
         "header_bytes",
+        "header_size",
         "parser",
         "paused",
         "server",
@@ -204,6 +205,7 @@ class Connection:
         self.body: list[bytes] = []
         self.size = 0
         self.header_bytes = 0
+        self.header_size = 0
         self.waiting = False  # counted in the in-flight gauge: a body still arriving
         self.paused = False
 
@@ -263,6 +265,7 @@ class Connection:
             return
         self.state = HEADERS
         self.header_bytes = 0
+        self.header_size = 0
         self.url = b""
         self.content_type = b""
         self.declared = -1
@@ -272,9 +275,16 @@ class Connection:
 
     def on_url(self, url: bytes) -> None:
         self.url += url
+        self.header_size += len(url)
 
     def on_header(self, name: bytes, value: bytes) -> None:
         if self.state >= LINGER:
+            return
+        # Counted here too: a header block that arrives whole in one read is parsed to its end
+        # (and answered) within that read, before data_received's count of incomplete headers.
+        self.header_size += len(name) + len(value) + 4
+        if self.header_size > HEADER_LIMIT:
+            self._early(431, "request headers too large")
             return
         size = len(name)  # most headers are none of these three: compared by length first
         if size == 12 and name.lower() == b"content-type":
