@@ -22,11 +22,11 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[fast,dev]'
 	touch $@
 
-# The request path (policy core, protocol layer, review handler, transport) compiled by mypyc, in
+# The request path (policy core, protocol layer, review handler) compiled by mypyc, in
 # place, profile-guided with GCC (setup.py; about 90 s): what the image runs, and what `make run`
 # and `make test` run. Rebuilt when a source changes; until then webhook/_build.py notices
 # the change and runs every module from source, never a stale build.
-CORE_SOURCES := $(shell find webhook/policy -name '*.py' 2>/dev/null) webhook/review.py webhook/admission.py webhook/answer.py webhook/http.py webhook/_build.py
+CORE_SOURCES := $(shell find webhook/policy -name '*.py' 2>/dev/null) webhook/review.py webhook/admission.py webhook/answer.py webhook/_build.py
 webhook/_compiled.json: $(CORE_SOURCES) setup.py bench/pgo.py | $(VENV)/.installed
 	GPU_POLICY_MYPYC=1 $(PY) setup.py --quiet build_ext --inplace 2>&1 | grep -v "Treating generator comprehension" || true
 	@$(PY) -m webhook --version

@@ -7,9 +7,10 @@ code from the CPU's caches (in the server the compiled rules cost 2-3x what `ben
 
 The workload is what `make bench` sends (bench.reviews: GPU and non-GPU pods, allowed, denied,
 mutated) and, where its YAML reader is installed, the test corpus (every rule firing), through
-the real routes and transport (webhook.server, webhook.http) when their dependencies are
-installed, else through webhook.admission and webhook.review alone (pyyaml is needed either
-way: webhook.config builds the policy). Run as
+the real routes' handlers (webhook.server, webhook.answer) when their dependencies are
+installed (the transport is aiohttp's, not compiled, so not trained), else through
+webhook.admission and webhook.review alone (pyyaml is needed either way: webhook.config builds
+the policy). Run as
 `python -m bench.pgo` with the freshly built package first on the path; it only executes, it
 asserts nothing (the tests judge the build).
 """
@@ -55,41 +56,21 @@ def _corpus_reviews() -> list[bytes]:
     return out
 
 
-class _Sink:
-    """A transport that takes the answers and drops them (the socket is not what is trained)."""
-
-    def write(self, data: bytes) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-    def is_closing(self) -> bool:
-        return False
-
-
 def _through_server(reviews: list[bytes]) -> bool:
-    """Reviews as HTTP requests through the transport and the real routes; False when the server's
-    dependencies (httptools, prometheus-client, pyyaml) are missing."""
+    """Reviews through the real routes' handlers, as webhook.transport calls them; False when the
+    server's dependencies (aiohttp, prometheus-client, pyyaml) are missing."""
     try:
-        from webhook import http, server
+        from webhook import server
         from webhook.config import from_mapping
     except ImportError:
         return False
     webhook = server.Webhook(from_mapping(CONFIG))
     webhook.ready = True
-    connection = http.Connection(http.Server(webhook.routes, webhook.limits()))
-    connection.connection_made(_Sink())
-    requests = [
-        b"POST /%s?timeout=10s HTTP/1.1\r\nHost: gpu-policy.gpu-policy.svc:443\r\n"
-        b"Content-Type: application/json\r\nAccept: application/json, */*\r\nContent-Length: %d\r\n\r\n%s"
-        % (path, len(body), body)
-        for body in reviews
-        for path in (b"validate", b"mutate")
-    ]
+    handlers = [webhook.routes[path].handler for path in ("/validate", "/mutate")]
     for _ in range(ROUNDS):
-        for request in requests:
-            connection.data_received(request)
+        for body in reviews:
+            for handler in handlers:
+                handler("application/json", body)
     return True
 
 

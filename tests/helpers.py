@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -305,6 +306,7 @@ class Server:
             path = tmp / f"config-{self.port}.yaml"
             path.write_text(yaml.safe_dump(config))
             cmd += ["--config", str(path)]
+        self._scraped = 0.0
         self.log = tmp / f"server-{self.port}.log"
         self._log = self.log.open("wb")
         environ = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
@@ -325,6 +327,18 @@ class Server:
             finally:
                 client.close()
         raise RuntimeError(f"server not ready after {timeout}s:\n{self.log.read_text()}")
+
+    def scrape(self) -> str:
+        """The metrics port's /metrics as of now: the server renders it at most once a second
+        (webhook.server.Exposition), so this waits out what an earlier scrape may have cached."""
+        wait = self._scraped + 1.05 - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as resp:
+            assert resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+            text: str = resp.read().decode()
+        self._scraped = time.monotonic()
+        return text
 
     def client(self, **kw: Any) -> ApiServer:
         kw.setdefault("service", self.service[0])

@@ -26,6 +26,7 @@ def test_exception_in_policy_becomes_errored_review(monkeypatch, cert_dir: Path)
         # In process (the monkeypatch must reach the handler), over real TLS on a loopback port.
         webhook = server.Webhook(from_mapping({"clusterVersion": "unknown"}))
         http = await server.serve(webhook, "127.0.0.1", 0, new_context(cert_dir / "tls.crt", cert_dir / "tls.key"))
+        plain = await server.serve_metrics(webhook, "127.0.0.1", 0)
         client_tls = ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))
         base = f"https://127.0.0.1:{http.port}"
         headers = {"Content-Type": "application/json", "Host": "gpu-policy.gpu-policy.svc"}
@@ -53,10 +54,11 @@ def test_exception_in_policy_becomes_errored_review(monkeypatch, cert_dir: Path)
                     server_hostname="gpu-policy.gpu-policy.svc",
                 )
                 assert (await resp.json())["response"]["allowed"] is True
-                resp = await client.get(f"{base}/metrics", server_hostname="gpu-policy.gpu-policy.svc")
+                resp = await client.get(f"http://127.0.0.1:{plain.port}/metrics")
                 metrics = await resp.text()
                 assert 'gpu_policy_reviews_total{decision="error",webhook="validate"} 1.0' in metrics
         finally:
+            await plain.stop(1.0)
             await server.shutdown(webhook, http, 1.0)
 
     asyncio.run(scenario())

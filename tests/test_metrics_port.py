@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,9 +10,7 @@ from tests.helpers import Server, container, pod
 
 
 def scrape(server: Server) -> dict[str, float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=5) as resp:
-        assert resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
-        text = resp.read().decode()
+    text = server.scrape()
     out: dict[str, float] = {}
     for line in text.splitlines():
         if line and not line.startswith("#"):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -59,8 +58,7 @@ def selectors(node: Any) -> Iterator[tuple[str, set[str]]]:
 
 def exposed(server: Server) -> dict[str, set[str]]:
     """Metric names in the real exposition, with the label names each carries."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
+    text = server.scrape()
     out: dict[str, set[str]] = {}
     for line in text.splitlines():
         if not line or line.startswith("#"):

@@ -58,12 +58,7 @@ def until(predicate: Callable[[], bool], timeout: float = 10.0) -> float:
 
 
 def metric(server: Server, name: str) -> float:
-    client = server.client()
-    try:
-        text = client.get("/metrics").body.decode()
-    finally:
-        client.close()
-    for line in text.splitlines():
+    for line in server.scrape().splitlines():
         if line.startswith(name + " ") or line.startswith(name + "{"):
             return float(line.rsplit(" ", 1)[1])
     raise AssertionError(f"{name} not in /metrics")

@@ -225,7 +225,8 @@ def test_health_and_metrics(server: Server, api: ApiServer) -> None:
     assert api.get("/healthz").status == 200
     assert api.get("/readyz").status == 200
     api.validate(pod(container(gpu="1.5")))
-    text = api.get("/metrics").body.decode()
+    assert api.get("/metrics").status == 404  # only on the metrics port
+    text = server.scrape()
     assert 'gpu_policy_reviews_total{decision="denied",webhook="validate"}' in text
     assert 'gpu_policy_violations_total{mode="deny",rule="gpu-quantity"}' in text
     assert "gpu_policy_review_seconds_bucket" in text

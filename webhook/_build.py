@@ -2,7 +2,7 @@
 
 What is compiled: the code every review runs through. The policy core (webhook/policy, but its
 __init__), the protocol layer (webhook/review.py, webhook/admission.py), the review routes' handler
-(webhook/answer.py) and the transport (webhook/http.py). setup.py
+(webhook/answer.py); the transport is aiohttp's, compiled by its own maintainers. setup.py
 (GPU_POLICY_MYPYC=1) compiles them into extension modules next to their sources and writes
 `_compiled.json`: the sha256 of each source it compiled. Python imports an extension module in
 preference to the source beside it, so after a rule is edited the old compiled one would silently
@@ -32,7 +32,7 @@ HERE = Path(__file__).resolve().parent  # the webhook package
 PACKAGE = "webhook"
 MANIFEST = HERE / "_compiled.json"
 CORE = HERE / "policy"
-PROTOCOL = ("review.py", "admission.py", "answer.py", "http.py")
+PROTOCOL = ("review.py", "admission.py", "answer.py")
 
 
 def sources() -> list[Path]:

@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, Protocol
 
 from . import admission, logs, review
-from .http import JSON, Answer
 from .policy import Policy
 from .review import ReviewError
 
@@ -31,6 +30,14 @@ log = logging.getLogger("gpu-policy.server")
 _NOTEWORTHY: Final = frozenset({admission.Decision.DENIED, admission.Decision.PATCHED, admission.Decision.MALFORMED})
 
 Decide = Callable[[review.Request, Policy], admission.Outcome]
+
+# An answer: status, Content-Type, body, and whether to close the connection after it.
+Answer = tuple[int, str, bytes, bool]
+# A route's handler (what webhook.transport calls): (Content-Type media type, lowercased without
+# parameters, "application/octet-stream" when absent; body) -> Answer.
+Handler = Callable[[str, bytes], Answer]
+JSON: Final = "application/json"
+TEXT: Final = "text/plain; charset=utf-8"
 
 
 class Cell:
@@ -51,7 +58,7 @@ def error(status: int, message: str) -> Answer:
 
 
 class ReviewHandler:
-    """The handler of one review route (webhook.http's Handler): `name` is the webhook
+    """The handler of one review route (a Handler): `name` is the webhook
     ("validate", "mutate") as metrics and logs name it, `decide` its admission function."""
 
     def __init__(self, name: str, decide: Decide, cell: Cell, metrics: Metrics, server: Readiness) -> None:

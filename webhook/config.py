@@ -98,7 +98,9 @@ DEFAULTS: dict[str, Any] = {
         "configReloadSeconds": 5.0,
         "drainSeconds": 5.0,
         "idleSeconds": 120.0,
+        "headerSeconds": 10.0,
         "bodySeconds": 10.0,
+        "writeSeconds": 10.0,
         "clusterVersionSeconds": 300.0,
         "clusterView": "auto",
     },
@@ -140,8 +142,10 @@ COMMENTS: dict[str, str] = {
     "server.certReloadSeconds": "how often tls.crt/tls.key are checked for a new pair",
     "server.configReloadSeconds": "how often this file is checked for changes (SIGHUP: at once); 0: never",
     "server.drainSeconds": "after SIGTERM: not-ready but still serving this long (Ctrl-C: no wait)",
-    "server.idleSeconds": "idle or half-sent-headers connections closed after this (above the API server's 90 s)",
+    "server.idleSeconds": "keep-alive connections idle this long are closed (above the API server's 90 s)",
+    "server.headerSeconds": "a request's headers (or a new connection's first) not complete this long: closed",
     "server.bodySeconds": "a request body not complete this long after its headers gets HTTP 408",
+    "server.writeSeconds": "a client that reads none of its answers this long is disconnected",
     "server.clusterVersionSeconds": "clusterVersion auto: /version is read again this often (upgrades); 0: once",
     "server.clusterView": "auto (watch nodes, DRA claims when a cluster is reachable) | off: pre-flight rules silent",
 }
@@ -182,10 +186,13 @@ class Settings:
     # After SIGTERM: report not-ready but keep serving this long, so the API server stops
     # sending reviews here before the listener closes (endpoint changes take a moment).
     drain_seconds: float
-    # Slow or hostile clients: idle connections and half-sent headers are closed after
-    # idle_seconds (webhook.http's sweep); a body still incomplete after body_seconds gets 408.
+    # Slow or hostile clients (webhook.transport): idle keep-alive connections close after
+    # idle_seconds, half-sent headers after header_seconds; a body still incomplete after
+    # body_seconds gets 408; a client that stops reading is cut off after write_seconds.
     idle_seconds: float
     body_seconds: float
+    header_seconds: float
+    write_seconds: float
     cluster_version_seconds: float  # clusterVersion auto: how often /version is read again; 0: once
     cluster_view: bool  # watch nodes and DRA objects when a cluster is reachable (webhook.clusterview)
     # Every key with its value after defaults: what start-up logs (the config holds no secrets).
@@ -459,7 +466,9 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
         ("certReloadSeconds", 0, 3600, False, False, "between 0 and 3600"),
         ("configReloadSeconds", 0, 3600, True, True, "between 0 and 3600"),
         ("idleSeconds", 0.1, 3600, True, False, "between 0.1 and 3600"),
+        ("headerSeconds", 0.1, 60, True, False, "between 0.1 and 60"),
         ("bodySeconds", 0.1, 60, True, False, "between 0.1 and 60"),
+        ("writeSeconds", 0.1, 300, True, False, "between 0.1 and 300"),
         ("clusterVersionSeconds", 1, 86400, True, True, "0 or between 1 and 86400"),
         ("drainSeconds", 0, 300, True, True, "between 0 and 300"),
     ):
@@ -514,6 +523,8 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
         drain_seconds=seconds["drainSeconds"],
         idle_seconds=seconds["idleSeconds"],
         body_seconds=seconds["bodySeconds"],
+        header_seconds=seconds["headerSeconds"],
+        write_seconds=seconds["writeSeconds"],
         cluster_version_seconds=seconds["clusterVersionSeconds"],
         cluster_view=server["clusterView"] == "auto",
         effective=c,

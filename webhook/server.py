@@ -1,21 +1,21 @@
 """The admission server: its routes (the review routes' handler is webhook.answer), the watchers
-beside them, and the ports (webhook.http carries the bytes)."""
+beside them, and the ports (webhook.transport, aiohttp, carries the bytes)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from . import admission
-from .answer import Cell, ReviewHandler
+from .answer import TEXT, Answer, Cell, ReviewHandler
 from .config import Settings
-from .http import TEXT, Answer, Limits, Route
-from .http import Server as HttpServer
 from .metrics import Metrics
 from .reload import Active, ConfigReloader, VersionWatcher, activate
+from .transport import Limits, Route, Transport
 
 if TYPE_CHECKING:
     from .tls import CertReloader
@@ -23,12 +23,30 @@ if TYPE_CHECKING:
 log = logging.getLogger("gpu-policy.server")
 
 EXPOSITION: Final = "text/plain; version=0.0.4; charset=utf-8"
-_EXPOSITION: Final = EXPOSITION.encode()
+GET: Final = frozenset({"GET", "HEAD"})
+
+
+class Exposition:
+    """The /metrics answer, rendered at most once a `seconds`: a flood of scrapes costs a clock
+    read each, not a render (Prometheus scrapes every 15 to 60 s)."""
+
+    def __init__(self, render: Callable[[], bytes], seconds: float = 1.0) -> None:
+        self.render = render
+        self.seconds = seconds
+        self.until = 0.0
+        self.body = b""
+
+    def __call__(self, _content_type: str = "", _body: bytes = b"") -> Answer:
+        now = time.monotonic()
+        if now >= self.until:
+            self.body = self.render()
+            self.until = now + self.seconds
+        return 200, EXPOSITION, self.body, False
 
 
 class Webhook:
-    """The admission server's state and answers, transport-free: `routes` is what webhook.http
-    serves on the TLS port; `start`/`stop` run the watchers (certificates, config file, cluster
+    """The admission server's state and answers, transport-free: `routes` is what the TLS port
+    serves, `metrics_routes` the plain metrics port; `start`/`stop` run the watchers (certificates, config file, cluster
     version, cluster view) beside it."""
 
     def __init__(
@@ -70,14 +88,16 @@ class Webhook:
         counters.view_synced = -1 if cluster_client is None else 0
         self._tasks: list[asyncio.Task[None]] = []
         self._cluster_watcher: Any = None
-        post, get = frozenset({b"POST"}), frozenset({b"GET", b"HEAD"})
-        self.routes: dict[bytes, Route] = {
-            b"/validate": Route(post, ReviewHandler("validate", admission.validate, cell, counters, self)),
-            b"/mutate": Route(post, ReviewHandler("mutate", admission.mutate, cell, counters, self)),
-            b"/healthz": Route(get, lambda _t, _b: (200, TEXT, b"ok", False)),
-            b"/readyz": Route(get, self.readyz),
-            b"/metrics": Route(get, lambda _t, _b: (200, _EXPOSITION, counters.render(), False)),
+        post = frozenset({"POST"})
+        probes = {"/healthz": Route(GET, healthz), "/readyz": Route(GET, self.readyz)}
+        self.routes: dict[str, Route] = {
+            "/validate": Route(post, ReviewHandler("validate", admission.validate, cell, counters, self), body=True),
+            "/mutate": Route(post, ReviewHandler("mutate", admission.mutate, cell, counters, self), body=True),
+            **probes,
         }
+        # /metrics only here: the admission port answers reviews and probes, nothing a scrape
+        # flood could slow down.
+        self.metrics_routes: dict[str, Route] = {"/metrics": Route(GET, Exposition(counters.render)), **probes}
 
     def put(self, active: Active) -> None:
         self.cell.active = active
@@ -93,8 +113,7 @@ class Webhook:
         return 503, TEXT, f"not ready\n{view}\n".encode(), False
 
     def limits(self) -> Limits:
-        s = self.settings
-        return Limits(s.max_request_bytes, s.idle_seconds, s.body_seconds)
+        return limits(self.settings)
 
     def count_body_wait(self, delta: int) -> None:
         self.metrics.in_flight += delta
@@ -121,10 +140,18 @@ class Webhook:
         self._tasks.clear()
 
 
-async def serve(webhook: Webhook, host: str, port: int, context: Any, *, reuse_port: bool = False) -> HttpServer:
-    """The TLS port (webhook.http) answering `webhook`'s routes, after its watchers started."""
+def healthz(_content_type: str = "", _body: bytes = b"") -> Answer:
+    return 200, TEXT, b"ok", False
+
+
+def limits(s: Settings) -> Limits:
+    return Limits(s.max_request_bytes, s.idle_seconds, s.body_seconds, s.header_seconds, s.write_seconds)
+
+
+async def serve(webhook: Webhook, host: str, port: int, context: Any, *, reuse_port: bool = False) -> Transport:
+    """The TLS port answering `webhook`'s routes, after its watchers started."""
     await webhook.start()
-    http = HttpServer(webhook.routes, webhook.limits(), webhook.count_body_wait)
+    http = Transport(webhook.routes, webhook.limits(), webhook.count_body_wait)
     try:
         await http.start(host, port, context, reuse_port=reuse_port)
     except BaseException:
@@ -133,16 +160,16 @@ async def serve(webhook: Webhook, host: str, port: int, context: Any, *, reuse_p
     return http
 
 
-async def shutdown(webhook: Webhook, http: HttpServer, timeout: float = 15.0) -> None:
+async def shutdown(webhook: Webhook, http: Transport, timeout: float = 15.0) -> None:
     """Stop listening, finish the requests in flight (up to `timeout`), stop the watchers."""
     await http.stop(timeout)
     await webhook.stop()
 
 
-async def serve_metrics(webhook: Webhook, host: str, port: int) -> HttpServer:
-    """The plain-HTTP metrics port (Prometheus scrapes it without TLS or our CA): the same
-    /metrics route as the TLS port, on the same transport."""
-    http = HttpServer({b"/metrics": webhook.routes[b"/metrics"]}, webhook.limits())
+async def serve_metrics(webhook: Webhook, host: str, port: int) -> Transport:
+    """The plain-HTTP metrics port (Prometheus scrapes it without TLS or our CA): /metrics and
+    the probes, on the same transport and limits as the TLS port."""
+    http = Transport(webhook.metrics_routes, webhook.limits())
     await http.start(host, port, None)
     return http
 

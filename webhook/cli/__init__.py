@@ -30,14 +30,18 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help="run the HTTPS admission webhook")
     s.add_argument("--config", help="YAML config file (default: built-in defaults)")
     s.add_argument("--cert-dir", required=True, help="folder with tls.crt and tls.key")
-    s.add_argument("--host", default="0.0.0.0")
-    s.add_argument("--port", type=int, default=8443)
+    s.add_argument("--host", default="0.0.0.0", help="address of the HTTPS port (default: %(default)s)")
+    s.add_argument("--port", type=int, default=8443, help="the HTTPS port: reviews and probes (default: %(default)s)")
     s.add_argument("--workers", type=int, default=1, help="processes sharing the port (SO_REUSEPORT)")
     s.add_argument(
         "--metrics-port",
         type=int,
         default=9090,
-        help="plain-HTTP /metrics for the whole pod (all workers summed); 0: off (/metrics stays on the TLS port)",
+        help="plain-HTTP /metrics (all workers summed) and probes; 0: no /metrics at all (default: %(default)s)",
+    )
+    s.add_argument(
+        "--metrics-host",
+        help="address of the metrics port, e.g. 127.0.0.1 behind a scraping sidecar (default: --host)",
     )
     s.add_argument("--cluster-version", help="override clusterVersion (e.g. 1.27, unknown)")
     s.set_defaults(func=serve.command)

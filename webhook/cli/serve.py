@@ -1,5 +1,5 @@
-"""`gpu-policy serve`: the TLS port (webhook.http), the metrics port, the SIGTERM drain and the
-pre-forked workers."""
+"""`gpu-policy serve`: the TLS port and the metrics port (webhook.transport), the SIGTERM drain
+and the pre-forked workers."""
 
 from __future__ import annotations
 
@@ -80,10 +80,11 @@ async def _serve(
     if snapshots is not None:  # a worker: the parent serves the metrics port from our snapshots
         extra.append(asyncio.create_task(_write_snapshots(webhook.metrics, snapshots)))
     elif args.metrics_port:
+        metrics_host = args.metrics_host or host
         try:
-            metrics_http = await serve_metrics(webhook, host, args.metrics_port)
+            metrics_http = await serve_metrics(webhook, metrics_host, args.metrics_port)
         except OSError as exc:  # admission matters more than metrics: say so and go on
-            log.error("cannot serve metrics on %s:%d: %s", host, args.metrics_port, exc)
+            log.error("cannot serve metrics on %s:%d: %s", metrics_host, args.metrics_port, exc)
     loop = asyncio.get_running_loop()
     received: asyncio.Future[int] = loop.create_future()
 
@@ -133,13 +134,14 @@ async def _write_snapshots(metrics: Metrics, folder: str) -> None:
         await asyncio.sleep(SNAPSHOT_SECONDS)
 
 
-def _serve_snapshots(host: str, port: int, folder: str, children: list[int]) -> None:
-    """The parent's metrics port (a thread; the parent otherwise only waits for its workers):
-    the workers' latest snapshots, summed, so one scrape sees the whole pod."""
+def _serve_snapshots(settings: Settings, host: str, port: int, folder: str, children: list[int]) -> None:
+    """The parent's metrics port (the parent otherwise only waits for its workers): the workers'
+    latest snapshots, summed, so one scrape sees the whole pod. Same transport and limits as the
+    workers' ports, on an event loop of its own in a thread."""
     import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from ..server import EXPOSITION
+    from ..server import GET, Exposition, healthz, limits
+    from ..transport import Route, Transport
 
     def render() -> bytes:
         snaps = []
@@ -151,23 +153,26 @@ def _serve_snapshots(host: str, port: int, folder: str, children: list[int]) -> 
                 continue  # not written yet
         return Metrics.merged(snaps).render()
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path.split("?")[0] != "/metrics":
-                self.send_error(404)
-                return
-            body = render()
-            self.send_response(200)
-            self.send_header("Content-Type", EXPOSITION)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    routes = {"/metrics": Route(GET, Exposition(render)), "/healthz": Route(GET, healthz)}
+    bound = threading.Event()
+    failed: list[OSError] = []
 
-        def log_message(self, format: str, *args: object) -> None:  # scrapes are not news
-            pass
+    def run() -> None:
+        loop = asyncio.new_event_loop()
+        transport = Transport(routes, limits(settings))
+        try:
+            loop.run_until_complete(transport.start(host, port, None))
+        except OSError as exc:
+            failed.append(exc)
+            return
+        finally:
+            bound.set()
+        loop.run_forever()
 
-    server = ThreadingHTTPServer((host, port), Handler)
-    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    threading.Thread(target=run, name="metrics", daemon=True).start()
+    bound.wait()
+    if failed:
+        raise failed[0]
 
 
 def command(args: argparse.Namespace) -> int:
@@ -240,10 +245,11 @@ def _prefork(settings: Settings, args: argparse.Namespace, digest: str, follow_v
                 os._exit(code)
         children.append(pid)
     if args.metrics_port:
+        metrics_host = args.metrics_host or args.host
         try:
-            _serve_snapshots(args.host, args.metrics_port, folder, children)
+            _serve_snapshots(settings, metrics_host, args.metrics_port, folder, children)
         except OSError as exc:
-            log.error("cannot serve metrics on %s:%d: %s", args.host, args.metrics_port, exc)
+            log.error("cannot serve metrics on %s:%d: %s", metrics_host, args.metrics_port, exc)
 
     def forward(signum: int, _frame: object) -> None:
         for child in children:

@@ -1,0 +1,319 @@
+"""The HTTP transport of both ports: aiohttp's low-level server, configured for hostile clients.
+
+aiohttp (its `web.Server`, the documented low-level server) does the protocol: HTTP/1.1 parsing
+with llhttp in strict mode (Content-Length beside Transfer-Encoding, two Content-Lengths, bad chunk
+sizes, obs-fold and other malformed requests are refused with 400), keep-alive and pipelining
+(answers in order; at most 32 parsed requests queued per connection before it stops reading),
+chunked bodies, the idle timeout (`keepalive_timeout`), the request-line and header limits
+(`max_line_size`, `max_field_size`, `max_headers`), lingering close after an early answer,
+`close_notify` (its `eof_received`), and the body limit as it is crossed, whatever the chunking
+(`BaseRequest.read` with `client_max_size`). asyncio bounds the TLS handshake
+(`ssl_handshake_timeout`).
+
+Ours, because neither library has it (each a few lines, marked below):
+- the header deadline (server.headerSeconds): aiohttp closes a connection whose headers trickle
+  in only when its keep-alive timer fires, 2 minutes later;
+- the write deadline (server.writeSeconds): aiohttp waits forever for a client that stops reading
+  its answers (its drain has no timeout);
+- 413 from a declared Content-Length before the body is read, and no `100 Continue` for a body
+  that would be refused (aiohttp's own expect handler, which lives in the router we do not use,
+  is mirrored in `_continue`);
+- 408 for a body not complete within server.bodySeconds;
+- 400 for an HTTP/1.1 request without Host (RFC 9112 §3.2: MUST);
+- the log: a client's mistake is one WARNING line (malformed request) or DEBUG (reset, timeout,
+  close_notify), never aiohttp's ERROR traceback; a failure of ours still is one.
+
+Handlers keep the shape webhook.answer compiles: (Content-Type media type, body) -> Answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from collections.abc import Callable
+from typing import Any, Final
+
+from aiohttp import hdrs, web
+from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
+
+from .answer import JSON, TEXT, Answer, Handler
+from .review import dumps
+
+log = logging.getLogger("gpu-policy.http")
+
+LINGER_SECONDS: Final = 1.0  # how long a refused request's body is read and dropped (aiohttp: lingering_time)
+MAX_LINE: Final = 8190  # request line, and each header line (aiohttp's defaults; the API server's are < 1 KiB)
+MAX_HEADERS: Final = 100  # header lines per request (aiohttp's default is 128)
+
+
+class Route:
+    """The methods a path answers, its handler, and whether the handler reads a body."""
+
+    __slots__ = ("allow", "body", "handler", "methods")
+
+    def __init__(self, methods: frozenset[str], handler: Handler, *, body: bool = False) -> None:
+        self.methods = methods
+        self.handler = handler
+        self.body = body
+        self.allow = ", ".join(sorted(methods))
+
+
+class Limits:
+    """What the transport enforces (config's server section)."""
+
+    __slots__ = ("body_seconds", "header_seconds", "idle_seconds", "max_body", "write_seconds")
+
+    def __init__(
+        self, max_body: int, idle_seconds: float, body_seconds: float, header_seconds: float, write_seconds: float
+    ) -> None:
+        self.max_body = max_body
+        self.idle_seconds = idle_seconds
+        self.body_seconds = body_seconds
+        self.header_seconds = header_seconds
+        self.write_seconds = write_seconds
+
+
+class Connection(web.RequestHandler):
+    """aiohttp's connection protocol plus the two deadlines it lacks, stamped here and enforced
+    by the server's sweep (a stamp per request costs less than a timer per request)."""
+
+    __slots__ = ("busy", "clock", "headers_since", "stalled_since")
+
+    def __init__(self, manager: web.Server, **kwargs: Any) -> None:
+        super().__init__(manager, **kwargs)
+        self.clock: Callable[[], float] = kwargs["loop"].time
+        self.busy = False  # our handler is running: bytes that arrive now are its body
+        self.headers_since = 0.0  # a request's first bytes (or the connection) arrived then, headers not complete
+        self.stalled_since = 0.0  # the client stopped reading our answers then
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        # As Go's ReadHeaderTimeout: a new connection owes its first request's headers from now on.
+        self.headers_since = self.clock()
+
+    def data_received(self, data: bytes) -> None:
+        if not self.busy and not self.headers_since:
+            self.headers_since = self.clock()
+        super().data_received(data)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self.stalled_since = self.clock()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self.stalled_since = 0.0
+
+    def handle_error(
+        self, request: web.BaseRequest, status: int = 500, exc: BaseException | None = None, message: str | None = None
+    ) -> web.StreamResponse:
+        """aiohttp answers a request its parser refused through here, logging an ERROR traceback:
+        a client's mistake gets a WARNING line and a JSON error instead. Anything else is ours."""
+        if not isinstance(exc, HttpProcessingError):
+            return super().handle_error(request, status, exc, message)
+        # LineTooLong is a request line or a header line past max_line_size/max_field_size.
+        status = 431 if isinstance(exc, LineTooLong) else 400
+        text = (message or exc.message or type(exc).__name__).splitlines()[0]
+        log.warning("malformed HTTP request from %s: %s", _peer(self), text)
+        response = _json_error(status, f"malformed HTTP request: {text}")
+        response.force_close()
+        return response
+
+
+class Transport:
+    """One listening socket answering `routes` (path -> Route) under `limits`."""
+
+    def __init__(
+        self, routes: dict[str, Route], limits: Limits, on_body_wait: Callable[[int], None] | None = None
+    ) -> None:
+        self.routes = routes
+        self.limits = limits
+        self.closing = False  # stop() called: every answer closes its connection
+        # Told +1 / -1 as a request's body starts and stops being awaited (the in-flight gauge).
+        self.on_body_wait = on_body_wait or (lambda _n: None)
+        self._aiohttp: web.Server | None = None
+        self._listener: asyncio.Server | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+
+    async def start(
+        self, host: str, port: int, ssl_context: ssl.SSLContext | None, *, reuse_port: bool = False
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        limits = self.limits
+        max_body = limits.max_body
+
+        def request(message: Any, payload: Any, protocol: Any, writer: Any, task: Any) -> web.BaseRequest:
+            # client_max_size: aiohttp's read() refuses a body as it crosses the limit.
+            return web.BaseRequest(message, payload, protocol, writer, task, loop, client_max_size=max_body)
+
+        options: dict[str, Any] = {
+            "keepalive_timeout": limits.idle_seconds,
+            "access_log": None,  # one line per review is webhook.answer's, at its own level
+            "max_line_size": MAX_LINE,
+            "max_field_size": MAX_LINE,
+            "max_headers": MAX_HEADERS,
+            "lingering_time": LINGER_SECONDS,
+        }
+        server = self._aiohttp = web.Server(self._handle, request_factory=request)
+
+        def connection() -> Connection:  # aiohttp's own factory, with our Connection
+            return Connection(server, loop=loop, **options)
+
+        self._listener = await loop.create_server(
+            connection,
+            host,
+            port,
+            ssl=ssl_context,
+            reuse_port=reuse_port or None,
+            backlog=1024,
+            # A client that connects and never completes the handshake: closed like a silent one.
+            ssl_handshake_timeout=limits.header_seconds if ssl_context is not None else None,
+        )
+        self._sweeper = asyncio.create_task(self._sweep())
+
+    @property
+    def port(self) -> int:
+        assert self._listener is not None and self._listener.sockets
+        return int(self._listener.sockets[0].getsockname()[1])
+
+    async def _sweep(self) -> None:
+        """Ours: the header and write deadlines of every connection, a few times a second."""
+        limits = self.limits
+        interval = min(1.0, max(0.05, min(limits.header_seconds, limits.write_seconds) / 4))
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(interval)
+            if self._aiohttp is None:
+                continue
+            headers_due = loop.time() - limits.header_seconds
+            write_due = loop.time() - limits.write_seconds
+            for conn in self._aiohttp.connections:
+                if not isinstance(conn, Connection) or conn.transport is None:
+                    continue
+                if conn.headers_since and conn.headers_since <= headers_due and not conn.busy:
+                    log.debug("closing %s: headers not complete within %g s", _peer(conn), limits.header_seconds)
+                    conn.headers_since = 0.0
+                    conn.transport.abort()
+                elif conn.stalled_since and conn.stalled_since <= write_due:
+                    log.debug("closing %s: answers not read for %g s", _peer(conn), limits.write_seconds)
+                    conn.stalled_since = 0.0
+                    conn.transport.abort()
+
+    async def stop(self, timeout: float) -> None:
+        """Stop listening; requests in flight finish (their own deadlines apply) for up to
+        `timeout` seconds, idle connections close at once; then the rest are closed."""
+        self.closing = True
+        if self._listener is not None:
+            self._listener.close()
+        if self._aiohttp is not None:
+            # aiohttp's shutdown stops reading at once, so a body still arriving could never
+            # complete: handlers at work get their time first (each is bounded by bodySeconds).
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout
+            while loop.time() < deadline and any(
+                isinstance(c, Connection) and c.busy for c in self._aiohttp.connections
+            ):
+                await asyncio.sleep(0.05)
+            await self._aiohttp.shutdown(max(0.0, deadline - loop.time()))
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        if self._listener is not None:
+            await self._listener.wait_closed()
+
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        conn = request.protocol
+        # Headers are complete: the header deadline is met; until we return, bytes are this body.
+        if isinstance(conn, Connection):
+            conn.busy = True
+            conn.headers_since = 0.0
+        try:
+            return await self._answer(request)
+        finally:
+            if isinstance(conn, Connection):
+                conn.busy = False
+
+    async def _answer(self, request: web.BaseRequest) -> web.StreamResponse:
+        headers = request.headers
+        # Ours: RFC 9112 §3.2, a server MUST answer 400 to an HTTP/1.1 request without Host
+        # (aiohttp's parser already refuses two of them).
+        if hdrs.HOST not in headers and request.version >= (1, 1):
+            return self._refuse(400, "malformed HTTP request: no Host header")
+        path = request.path
+        route = self.routes.get(path)
+        if route is None:
+            return self._reply((404, TEXT, b"404: Not Found\n", False))
+        if request.method not in route.methods:
+            response = self._reply((405, TEXT, b"405: Method Not Allowed\n", False))
+            response.headers[hdrs.ALLOW] = route.allow
+            return response
+        body = b""
+        if route.body:
+            limit = self.limits.max_body
+            declared = request.content_length
+            if declared is not None and declared > limit:
+                return self._refuse(413, f"body larger than the {limit} byte limit: {declared} bytes declared")
+            if hdrs.EXPECT in headers:
+                refused = await self._continue(request)
+                if refused is not None:
+                    return refused
+            content = request.content
+            try:
+                if content.is_eof():  # most bodies arrive with their headers: nothing to wait for
+                    body = await request.read()
+                else:
+                    self.on_body_wait(1)
+                    try:
+                        async with asyncio.timeout(self.limits.body_seconds):
+                            body = await request.read()
+                    finally:
+                        self.on_body_wait(-1)
+            except web.HTTPRequestEntityTooLarge:
+                return self._refuse(413, f"body larger than the {limit} byte limit")
+            except TimeoutError:
+                # A client trickling its body must not hold a handler: 408, and the connection closes.
+                return self._refuse(408, f"request body not complete within {self.limits.body_seconds:g} s")
+        try:
+            answer = route.handler(request.content_type, body)
+        except Exception:  # the handlers catch their own; this is the transport's last line
+            log.exception("internal error answering %s", path)
+            answer = (500, TEXT, b"internal error\n", True)
+        return self._reply(answer)
+
+    async def _continue(self, request: web.BaseRequest) -> web.StreamResponse | None:
+        """aiohttp's default expect handler (web_urldispatcher), which the router runs and the
+        low-level server does not: 100 for HTTP/1.1 `100-continue`, 417 for other expectations.
+        Called only once the declared length is known to fit, so no 100 precedes a refusal."""
+        if request.version != (1, 1):
+            return None  # HTTP/1.0 has no 100 (RFC 9110 §10.1.1): the body simply follows
+        expect = request.headers.get(hdrs.EXPECT, "")
+        if expect.lower() != "100-continue":
+            return self._refuse(417, f"unknown expectation: {expect[:100]}")
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0  # as aiohttp: the answer proper has not started
+        return None
+
+    def _reply(self, answer: Answer) -> web.Response:
+        status, content_type, payload, close = answer
+        response = web.Response(status=status, body=payload, headers={hdrs.CONTENT_TYPE: content_type})
+        if close or self.closing:
+            # Draining: answer, but close the connection, so the API server's next review opens
+            # a new one (to a replica that is staying) instead of reusing ours as we stop.
+            response.force_close()
+        return response
+
+    def _refuse(self, status: int, message: str) -> web.Response:
+        """An answer instead of the request; the connection closes after it (aiohttp first reads
+        what is left of the body for up to LINGER_SECONDS, so the client reads the answer)."""
+        response = _json_error(status, message)
+        response.force_close()
+        return response
+
+
+def _json_error(status: int, message: str) -> web.Response:
+    return web.Response(status=status, body=dumps({"error": message}), headers={hdrs.CONTENT_TYPE: JSON})
+
+
+def _peer(conn: web.RequestHandler) -> str:
+    peer = conn.peername
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer or "a client")
