@@ -2,9 +2,10 @@
 
 aiohttp (its `web.Server`, the documented low-level server) does the protocol: HTTP/1.1 parsing
 with llhttp in strict mode (Content-Length beside Transfer-Encoding, two Content-Lengths, bad chunk
-sizes, obs-fold and other malformed requests are refused with 400), keep-alive and pipelining
-(answers in order; at most 32 parsed requests queued per connection before it stops reading),
-chunked bodies, the idle timeout (`keepalive_timeout`), the request-line and header limits
+sizes, obs-fold, an HTTP/1.1 request without Host and other malformed requests are refused with
+400), keep-alive and pipelining (answers in order; at most 32 parsed requests queued per
+connection before it stops reading), chunked bodies, the idle timeout (`keepalive_timeout`), the
+request-line and header limits
 (`max_line_size`, `max_field_size`, `max_headers`), lingering close after an early answer,
 `close_notify` (its `eof_received`), and the body limit as it is crossed, whatever the chunking
 (`BaseRequest.read` with `client_max_size`). asyncio bounds the TLS handshake
@@ -19,7 +20,6 @@ Ours, because neither library has it (each a few lines, marked below):
   that would be refused (aiohttp's own expect handler, which lives in the router we do not use,
   is mirrored in `_continue`);
 - 408 for a body not complete within server.bodySeconds;
-- 400 for an HTTP/1.1 request without Host (RFC 9112 §3.2: MUST);
 - the log: a client's mistake is one WARNING line (malformed request) or DEBUG (reset, timeout,
   close_notify), never aiohttp's ERROR traceback; a failure of ours still is one.
 
@@ -78,7 +78,7 @@ class Connection(web.RequestHandler):
     """aiohttp's connection protocol plus the two deadlines it lacks, stamped here and enforced
     by the server's sweep (a stamp per request costs less than a timer per request)."""
 
-    __slots__ = ("busy", "clock", "headers_since", "stalled_since")
+    __slots__ = ("busy", "clock", "closing_since", "headers_since", "socket", "stalled_since")
 
     def __init__(self, manager: web.Server, **kwargs: Any) -> None:
         super().__init__(manager, **kwargs)
@@ -86,9 +86,14 @@ class Connection(web.RequestHandler):
         self.busy = False  # our handler is running: bytes that arrive now are its body
         self.headers_since = 0.0  # a request's first bytes (or the connection) arrived then, headers not complete
         self.stalled_since = 0.0  # the client stopped reading our answers then
+        self.closing_since = 0.0  # aiohttp closed the connection then, and it has not gone yet
+        # aiohttp lets go of the transport when it closes it; a close waits for unsent answers,
+        # which a client that reads nothing never takes: kept here to abort it.
+        self.socket: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
+        self.socket = transport  # type: ignore[assignment]
         # As Go's ReadHeaderTimeout: a new connection owes its first request's headers from now on.
         self.headers_since = self.clock()
 
@@ -108,8 +113,15 @@ class Connection(web.RequestHandler):
     def handle_error(
         self, request: web.BaseRequest, status: int = 500, exc: BaseException | None = None, message: str | None = None
     ) -> web.StreamResponse:
-        """aiohttp answers a request its parser refused through here, logging an ERROR traceback:
-        a client's mistake gets a WARNING line and a JSON error instead. Anything else is ours."""
+        """aiohttp answers a request its parser refused, or whose handler raised, through here,
+        logging an ERROR traceback. A client's mistake gets a WARNING line and a JSON error
+        instead; a client gone mid-request (its reset reaches the handler reading the body) a
+        DEBUG line. Anything else is ours, and stays an ERROR with its traceback."""
+        if isinstance(exc, ConnectionError):
+            log.debug("%s went away mid-request: %s", _peer(self), exc)
+            response = _json_error(400, "connection lost")
+            response.force_close()
+            return response
         if not isinstance(exc, HttpProcessingError):
             return super().handle_error(request, status, exc, message)
         # LineTooLong is a request line or a header line past max_line_size/max_field_size.
@@ -186,19 +198,25 @@ class Transport:
             await asyncio.sleep(interval)
             if self._aiohttp is None:
                 continue
-            headers_due = loop.time() - limits.header_seconds
-            write_due = loop.time() - limits.write_seconds
+            now = loop.time()
+            headers_due, write_due = now - limits.header_seconds, now - limits.write_seconds
             for conn in self._aiohttp.connections:
-                if not isinstance(conn, Connection) or conn.transport is None:
+                if not isinstance(conn, Connection) or conn.socket is None:
                     continue
-                if conn.headers_since and conn.headers_since <= headers_due and not conn.busy:
+                if conn.transport is None:  # closed by aiohttp, not gone: its last answers are unread
+                    if not conn.closing_since:
+                        conn.closing_since = now
+                    elif conn.closing_since <= write_due:
+                        log.debug("aborting %s: its last answers not read for %g s", _peer(conn), limits.write_seconds)
+                        conn.socket.abort()
+                elif conn.headers_since and conn.headers_since <= headers_due and not conn.busy:
                     log.debug("closing %s: headers not complete within %g s", _peer(conn), limits.header_seconds)
                     conn.headers_since = 0.0
-                    conn.transport.abort()
+                    conn.socket.abort()
                 elif conn.stalled_since and conn.stalled_since <= write_due:
                     log.debug("closing %s: answers not read for %g s", _peer(conn), limits.write_seconds)
                     conn.stalled_since = 0.0
-                    conn.transport.abort()
+                    conn.socket.abort()
 
     async def stop(self, timeout: float) -> None:
         """Stop listening; requests in flight finish (their own deadlines apply) for up to
@@ -234,11 +252,6 @@ class Transport:
                 conn.busy = False
 
     async def _answer(self, request: web.BaseRequest) -> web.StreamResponse:
-        headers = request.headers
-        # Ours: RFC 9112 §3.2, a server MUST answer 400 to an HTTP/1.1 request without Host
-        # (aiohttp's parser already refuses two of them).
-        if hdrs.HOST not in headers and request.version >= (1, 1):
-            return self._refuse(400, "malformed HTTP request: no Host header")
         path = request.path
         route = self.routes.get(path)
         if route is None:
@@ -253,7 +266,7 @@ class Transport:
             declared = request.content_length
             if declared is not None and declared > limit:
                 return self._refuse(413, f"body larger than the {limit} byte limit: {declared} bytes declared")
-            if hdrs.EXPECT in headers:
+            if hdrs.EXPECT in request.headers:
                 refused = await self._continue(request)
                 if refused is not None:
                     return refused
