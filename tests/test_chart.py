@@ -340,3 +340,21 @@ def test_pods_roll_only_for_settings_a_running_server_cannot_reload(tmp_path: Pa
     shipped = checksum({})
     assert checksum({"policy": {"rules": {"no-privileged-gpu": "warn"}, "isolateNonGpu": False}}) == shipped
     assert checksum({"policy": {"server": {"drainSeconds": 10}}}) != shipped
+
+
+def test_network_policy_opens_the_webhook_port_and_metrics_only_to_named_namespaces(tmp_path: Path) -> None:
+    assert not [d for d in render(tmp=tmp_path) if d["kind"] == "NetworkPolicy"]  # off by default
+    values = {"networkPolicy": {"enabled": True, "metricsNamespaces": ["monitoring", "observability"]}}
+    docs = render(values, tmp=tmp_path)
+    policy = find(docs, "NetworkPolicy")
+    kubernetes_validate.validate(policy, schema_version("1.30.0"), strict=True)
+    deployment = find(docs, "Deployment")
+    assert policy["spec"]["podSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+    assert policy["spec"]["policyTypes"] == ["Ingress"]  # egress: the API server must stay reachable
+    webhook, metrics = policy["spec"]["ingress"]
+    assert "from" not in webhook and webhook["ports"] == [{"port": "https", "protocol": "TCP"}]
+    sources = [peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"] for peer in metrics["from"]]
+    assert sources == ["monitoring", "observability"] and metrics["ports"] == [{"port": "metrics", "protocol": "TCP"}]
+    # No namespaces named: no metrics rule at all (an empty `from` would admit every source).
+    docs = render({"networkPolicy": {"enabled": True}}, tmp=tmp_path)
+    assert [list(rule) for rule in find(docs, "NetworkPolicy")["spec"]["ingress"]] == [["ports"]]
