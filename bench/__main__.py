@@ -84,10 +84,15 @@ def peak_rss_mb(pid: int) -> float:
 
 @contextmanager
 def server(
-    cmd: list[str], port: int, cpu: int | None, ca: Path, env: dict[str, str] | None = None
+    cmd: list[str], port: int, cpu: int | None, ca: Path, env: dict[str, str] | None = None, cwd: str | None = None
 ) -> Iterator[subprocess.Popen[bytes]]:
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_pin(cpu), env=env or dict(os.environ)
+        cmd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=_pin(cpu),
+        env=env or dict(os.environ),
+        cwd=cwd,
     )
     ctx = ssl.create_default_context(cafile=str(ca))
     deadline = time.monotonic() + 20
@@ -364,6 +369,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="2-second measurements (a smoke run)")
     p.add_argument("--no-workers", action="store_true", help="skip the 1 vs 2 worker comparison")
     p.add_argument("--rounds", type=int, help="alternating head-to-head rounds (default 7, --quick 2; 0: none)")
+    p.add_argument(
+        "--against",
+        metavar="DIR",
+        help="another checkout of gpu-policy (built as it builds, e.g. `git worktree add /tmp/before REV` and "
+        "its own `make compiled`) whose server joins the head-to-head rounds as `before`",
+    )
     p.add_argument("--out", default=str(RESULTS / "latest.json"))
     args = p.parse_args(argv)
     seconds = 2.0 if args.quick else args.seconds
@@ -463,6 +474,14 @@ def main(argv: list[str] | None = None) -> int:
                     f"{build} /mutate": f"https://127.0.0.1:{ports[build]}/mutate",
                 }
                 pids = {"bare": bare_proc.pid, f"{build} /validate": ours.pid, f"{build} /mutate": ours.pid}
+                if args.against:  # `python -m webhook` from that checkout: its own sources, this venv
+                    ports["before"] = free_port()
+                    before = stack.enter_context(
+                        server(policy_cmd(ports["before"]), ports["before"], SERVER_CPU, ca, cwd=args.against)
+                    )
+                    for endpoint in ("validate", "mutate"):
+                        urls[f"before /{endpoint}"] = f"https://127.0.0.1:{ports['before']}/{endpoint}"
+                        pids[f"before /{endpoint}"] = before.pid
                 results["head_to_head"] = head_to_head(urls, pids, files, rounds, max(2.0, seconds / 2))
         if not args.no_workers:
             results["workers"] = {}

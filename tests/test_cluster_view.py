@@ -304,7 +304,7 @@ def test_the_issue_table_through_the_server(kube: KubeApi, tmp_path: Path) -> No
         kube.put(node("gke-a100-0", {"accelerator": "nvidia-a100"}, {GPU: "8"}, [GPU_TAINT]))
         wait_for(lambda: warnings(server, eight) == [], why="the new node seen")
         assert warnings(server, a100) == []
-        metrics = server.client().get("/metrics").body.decode()
+        metrics = server.scrape()
         assert "gpu_policy_cluster_view_synced 1.0" in metrics and "gpu_policy_cluster_view_nodes 10.0" in metrics
     finally:
         server.stop()
