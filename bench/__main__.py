@@ -297,6 +297,19 @@ def ratio(value: float, limit: float) -> str:
     return f"{value / limit:.2f}" if limit else "n/a"
 
 
+def report_head_to_head(h2h: dict[str, Any]) -> str:
+    lines = [
+        f"Head to head (the targets' figure): 64 connections, mixed reviews, {h2h['rounds']} rounds of "
+        f"{h2h['seconds']:g} s, servers measured back to back in alternating order"
+    ]
+    for n, r in h2h["targets"].items():
+        lines.append(
+            f"  {n:18} median x{r['median_ratio']:.2f}  rounds {' '.join(f'x{x:.2f}' for x in r['ratios'])}"
+            f"  req/s {' '.join(map(str, r['rps']))}  CPU {r['median_cpu_us']:.1f} us/review"
+        )
+    return "\n".join(lines)
+
+
 def report(results: dict[str, Any]) -> str:
     t = results["targets"]
     names = list(t)
@@ -314,16 +327,7 @@ def report(results: dict[str, Any]) -> str:
         lines.append(f"{c:>6} " + " ".join(f"{x:>30}" for x in cells))
     h2h = results.get("head_to_head")
     if h2h:
-        lines += [
-            "",
-            f"Head to head (the targets' figure): 64 connections, mixed reviews, {h2h['rounds']} rounds of "
-            f"{h2h['seconds']:g} s, servers measured back to back in alternating order",
-        ]
-        for n, r in h2h["targets"].items():
-            lines.append(
-                f"  {n:18} median x{r['median_ratio']:.2f}  rounds {' '.join(f'x{x:.2f}' for x in r['ratios'])}"
-                f"  req/s {' '.join(map(str, r['rps']))}  CPU {r['median_cpu_us']:.1f} us/review"
-            )
+        lines += ["", report_head_to_head(h2h)]
     lines += ["", "Saturation by pod (64 connections, one review repeated): req/s and ratio to bare"]
     lines.append(f"{'pod':>12} " + " ".join(f"{n:>24}" for n in names))
     for pod_name in PER_POD:
@@ -374,6 +378,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="DIR",
         help="another checkout of gpu-policy (built as it builds, e.g. `git worktree add /tmp/before REV` and "
         "its own `make compiled`) whose server joins the head-to-head rounds as `before`",
+    )
+    p.add_argument(
+        "--head-to-head-only",
+        action="store_true",
+        help="only the head-to-head rounds (the targets' figure; a quick A/B while tuning the request path)",
     )
     p.add_argument("--out", default=str(RESULTS / "latest.json"))
     args = p.parse_args(argv)
@@ -428,11 +437,6 @@ def main(argv: list[str] | None = None) -> int:
             ]
 
         print(f"bench: {seconds:g} s per measurement, tools: {tools}")
-        port = free_port()
-        with server(bare_cmd(port), port, SERVER_CPU, ca) as proc:
-            results["targets"]["bare"] = measure(
-                "bare", f"https://127.0.0.1:{port}/validate", proc.pid, files, rate_body, seconds
-            )
         # The compiled core (make compiled) and pure Python side by side, in one run.
         builds = {"pure": {**os.environ, "GPU_POLICY_PURE": "1"}}
         if core_build().startswith("compiled"):
@@ -440,7 +444,14 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"bench: no compiled core ({core_build()}); `make compiled` adds it to the comparison")
         results["builds"] = list(builds)
-        for build, env in builds.items():
+        full = not args.head_to_head_only
+        if full:
+            port = free_port()
+            with server(bare_cmd(port), port, SERVER_CPU, ca) as proc:
+                results["targets"]["bare"] = measure(
+                    "bare", f"https://127.0.0.1:{port}/validate", proc.pid, files, rate_body, seconds
+                )
+        for build, env in builds.items() if full else ():
             port = free_port()
             with server(policy_cmd(port), port, SERVER_CPU, ca, env) as proc:
                 for endpoint in ("validate", "mutate"):
@@ -452,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
                         rate_body,
                         seconds,
                     )
-        if rounds > 0:
+        if rounds > 0 or not full:
             # Last, with every server up at once: bare, and the compiled build's two routes.
             build = next(iter(builds))
             with ExitStack() as stack:
@@ -482,7 +493,11 @@ def main(argv: list[str] | None = None) -> int:
                     for endpoint in ("validate", "mutate"):
                         urls[f"before /{endpoint}"] = f"https://127.0.0.1:{ports['before']}/{endpoint}"
                         pids[f"before /{endpoint}"] = before.pid
-                results["head_to_head"] = head_to_head(urls, pids, files, rounds, max(2.0, seconds / 2))
+                results["head_to_head"] = head_to_head(urls, pids, files, max(rounds, 1), max(2.0, seconds / 2))
+        if not full:
+            text = report_head_to_head(results["head_to_head"])
+            print(text)
+            return 0
         if not args.no_workers:
             results["workers"] = {}
             for workers in (1, 2):

@@ -340,6 +340,14 @@ class Server:
         self._scraped = time.monotonic()
         return text
 
+    def log_problems(self, since: int = 0) -> list[str]:
+        """ERROR (or worse) lines and tracebacks the server logged after byte `since` of its log:
+        a client's mistake must never be one."""
+        time.sleep(0.2)  # the server's last lines reach the file
+        text = self.log.read_bytes()[since:].decode(errors="replace")
+        bad = (" ERROR ", " CRITICAL ", "Traceback", '"level": "ERROR"', '"level": "CRITICAL"')
+        return [line for line in text.splitlines() if any(b in line for b in bad)]
+
     def client(self, **kw: Any) -> ApiServer:
         kw.setdefault("service", self.service[0])
         kw.setdefault("namespace", self.service[1])

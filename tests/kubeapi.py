@@ -121,9 +121,11 @@ class KubeApi:
         self.port = 0
         # Playing the rest of the control plane for pods created through this API server:
         # `admit(pod)` is the admission chain (status, object or Status), `on_create(pod)` the
-        # scheduler and kubelet (it may change the pod, its logs and events through the loop).
+        # scheduler and kubelet (it may change the pod, its logs and events through the loop),
+        # `on_delete(pod)` the kubelet tearing a deleted pod down (its devices freed).
         self.admit: Any = None
         self.on_create: Any = None
+        self.on_delete: Any = None
         self.logs: dict[tuple[str, str], str] = {}
         self.deleted: list[tuple[str, str, str]] = []  # (plural, namespace, name)
         self.loop = asyncio.new_event_loop()
@@ -325,7 +327,11 @@ class KubeApi:
             rv, items = self.tokens.pop(token)
         else:
             rv = self.rv
-            items = [o for (ns, _), o in sorted(self.objects[plural].items()) if namespace is None or ns == namespace]
+            items = [
+                o
+                for (ns, _), o in sorted(self.objects[plural].items())
+                if (namespace is None or ns == namespace) and _selected(o, request.query)
+            ]
         limit = int(request.query.get("limit") or 0)
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
         if limit and len(items) > limit:
@@ -466,6 +472,8 @@ class KubeApi:
         obj = self.objects[plural][key]
         self._delete(plural, key[1], key[0])
         self.deleted.append((plural, key[0], key[1]))
+        if plural == "pods" and self.on_delete is not None:
+            self.on_delete(self, obj)
         return web.json_response(obj)
 
     async def _replace(self, request: web.Request) -> web.Response:

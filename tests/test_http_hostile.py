@@ -33,17 +33,6 @@ SWEEP = 0.25  # webhook.transport checks the header and write deadlines this oft
 GET = b"GET /healthz HTTP/1.1\r\nHost: " + HOST + b"\r\n\r\n"
 
 
-def log_problems(server: Server, since: int = 0) -> list[str]:
-    """ERROR (or worse) lines and tracebacks the server logged after byte `since`."""
-    time.sleep(0.2)  # the server's last lines reach the file
-    text = server.log.read_bytes()[since:].decode(errors="replace")
-    return [
-        line
-        for line in text.splitlines()
-        if " ERROR " in line or " CRITICAL " in line or "Traceback" in line or '"level": "ERROR"' in line
-    ]
-
-
 @pytest.fixture(scope="module")
 def hostile(start_server: Callable[..., Server]) -> Server:
     return start_server(HOSTILE)
@@ -58,7 +47,7 @@ def clean(request: pytest.FixtureRequest) -> Iterator[None]:
     server: Server = request.getfixturevalue("hostile")
     since = server.log.stat().st_size
     yield
-    assert not log_problems(server, since)
+    assert not server.log_problems(since)
     assert server.proc.poll() is None, "the server died"
 
 
@@ -242,7 +231,7 @@ def test_tiny_chunks_of_the_maximum_size_keep_memory_bounded(start_server: Calla
     growth = rss_kb(server.proc.pid, "VmHWM") - before
     print(f"\ntiny chunks: 8 MiB in 1-byte chunks, peak RSS +{growth / 1024:.1f} MiB")
     assert growth < 3 * limit / 1024
-    assert not log_problems(server)
+    assert not server.log_problems()
 
 
 def test_stalled_body_is_408_after_body_seconds(hostile: Server) -> None:
@@ -661,4 +650,4 @@ def test_sigterm_with_a_request_half_sent(start_server: Callable[..., Server]) -
     assert responses(during)[0][0] == 200
     assert server.proc.wait(timeout=drain + 5) == 0
     assert time.monotonic() - sent < drain + 3
-    assert not log_problems(server)
+    assert not server.log_problems()

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
-from tests.helpers import Server
+from tests.helpers import ROOT, Server
 from webhook.config import DEFAULTS, from_mapping
 from webhook.policy import RULE_IDS
 from webhook.policy.registry import MUTATIONS
@@ -26,6 +29,19 @@ def test_curl_example_gets_the_documented_verdict(server: Server) -> None:
     block = README.split("one message naming every violation:\n\n```\n", 1)[1].split("\n```", 1)[0]
     assert response["status"]["message"] == block.replace("\n", " ")
     api.close()
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl, as the README does")
+def test_the_readme_curl_itself_gets_the_verdict_and_leaves_a_clean_log(server: Server) -> None:
+    """The README's command as a person runs it: curl closes its TLS connection with close_notify,
+    which must be no error in the server's log."""
+    command = README.split("the way the API server does:\n\n```sh\n", 1)[1].split("\n```", 1)[0]
+    command = command.replace("certs/dev/ca.crt", str(server.cert_dir / "ca.crt")).replace(":8443", f":{server.port}")
+    since = server.log.stat().st_size
+    done = subprocess.run(["sh", "-c", command], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["response"]["status"]["code"] == 403
+    assert not server.log_problems(since)
 
 
 def test_every_rule_and_mutation_is_documented() -> None:

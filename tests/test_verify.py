@@ -62,58 +62,120 @@ def device_plugin(node_name: str) -> dict[str, Any]:
     }
 
 
-class Cluster:
-    """The scheduler and kubelet of the recording: `gpus(resource, n)` says what the n-th probe
-    asking for `resource` sees (its nvidia-smi -L), `pending` keeps probes Pending with an event."""
+def smi(resource: str, index: int) -> str:
+    """What `nvidia-smi -L` prints in a container given device `index` of `resource` (recorded
+    lines for the first two; time-sliced slots are turns on the cards, slot i on card i % 2)."""
+    if resource.startswith("nvidia.com/mig-"):
+        a30 = MIG[0].splitlines()[0]
+        made = f"{a30}\n  MIG 1g.6gb      Device {index:2d}: (UUID: MIG-{index:08x}-0000-5000-8000-0000)"
+        return MIG.get(index, made)
+    card = index % 2 if resource.endswith(".shared") else index
+    return T4.get(card, f"GPU 0: Tesla T4 (UUID: GPU-{card:08x}-0000-4000-8000-000000000000)")
 
-    def __init__(self, same_gpu: bool = False, pending: str = "") -> None:
-        self.same_gpu = same_gpu
+
+class Cluster:
+    """The scheduler, device plugin and kubelet behind the recordings, as the real ones behave:
+    - the scheduler binds a probe when its node has a free device of what it asks, else leaves it
+      Pending with its FailedScheduling event (`Insufficient <resource>`);
+    - the device plugin gives the lowest free device (NVIDIA's GetPreferredAllocation), or, when
+      `broken`, device 0 to every pod, whoever holds it already;
+    - the kubelet lists the plugin's NVIDIA_VISIBLE_DEVICES before the pod spec's in the
+      container's environment (the last one wins), so a pod's own value overrides the plugin's;
+    - a probe that sleeps after its report stays Running until it is deleted; any other finishes
+      (Succeeded) `delay` seconds after it starts; a finished or deleted pod frees its devices.
+    `pending` leaves every GPU probe Pending with that message; `taken` holds devices for pods the
+    API server does not list (a pod that arrived after verify counted the node's free devices)."""
+
+    def __init__(
+        self,
+        broken: bool = False,
+        pending: str = "",
+        taken: dict[tuple[str, str], int] | None = None,
+        delay: float = 0.3,
+    ) -> None:
+        self.broken = broken
         self.pending = pending
-        self.counts: dict[str, int] = {}
+        self.delay = delay
+        # (node, resource) -> {device index: holder}
+        self.held: dict[tuple[str, str], dict[int, tuple[str, str]]] = {}
+        for (node_name, resource), n in (taken or {}).items():
+            self.held[(node_name, resource)] = {i: ("elsewhere", f"pod-{i}") for i in range(n)}
+
+    def _fail_scheduling(self, kube: KubeApi, ns: str, name: str, message: str) -> None:
+        kube._put(  # on the stand-in's loop thread
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": f"{name}.1", "namespace": ns},
+                "involvedObject": {"kind": "Pod", "name": name, "namespace": ns},
+                "reason": "FailedScheduling",
+                "type": "Warning",
+                "message": message,
+            }
+        )
 
     def __call__(self, kube: KubeApi, pod: dict[str, Any]) -> None:
-        limits = pod["spec"]["containers"][0].get("resources", {}).get("limits", {})
-        resource = next(iter(limits), "")
+        container = pod["spec"]["containers"][0]
+        resource = next(iter(container.get("resources", {}).get("limits", {})), "")
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         if self.pending and resource:
-            kube._put(  # on the stand-in's loop thread
-                {
-                    "apiVersion": "v1",
-                    "kind": "Event",
-                    "metadata": {"name": f"{name}.1", "namespace": ns},
-                    "involvedObject": {"kind": "Pod", "name": name, "namespace": ns},
-                    "reason": "FailedScheduling",
-                    "type": "Warning",
-                    "message": self.pending,
-                }
-            )
+            self._fail_scheduling(kube, ns, name, self.pending)
             return
-        n = self.counts[resource] = self.counts.get(resource, -1) + 1
         node_name = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
             "nodeSelectorTerms"
         ][0]["matchFields"][0]["values"][0]
-        if not resource:
-            # No request: the mutating webhook set void, so the runtime mounts nothing.
-            env = pod["spec"]["containers"][0].get("env") or []
-            visible = next((e["value"] for e in env if e["name"] == "NVIDIA_VISIBLE_DEVICES"), "all")
-            text = (
-                log(visible, None)
-                if visible == "void"
-                else log(visible, T4[0] + "\n" + T4[1], "/dev/nvidia0 /dev/nvidia1")
-            )
-        elif resource.startswith("nvidia.com/mig-"):
-            text = log(f"MIG-{n}", MIG[0 if self.same_gpu else n % 2], "/dev/nvidia0")
+        env = ["NVIDIA_VISIBLE_DEVICES=all"]  # the CUDA image's ENV
+        if resource:
+            allocatable = int(kube.objects["nodes"][("", node_name)]["status"]["allocatable"].get(resource, "0"))
+            held = self.held.setdefault((node_name, resource), {})
+            free = [i for i in range(allocatable) if i not in held]
+            if not free:
+                self._fail_scheduling(
+                    kube, ns, name, f"0/3 nodes are available: 1 Insufficient {resource}, 2 node(s) didn't match."
+                )
+                return
+            device = 0 if self.broken else free[0]
+            held[device] = (ns, name)
+            env.append(f"NVIDIA_VISIBLE_DEVICES={resource}#{device}")  # the device plugin's Allocate
+        env += [f"{e['name']}={e.get('value', '')}" for e in container.get("env") or ()]  # the pod spec's
+        visible = [e for e in env if e.startswith("NVIDIA_VISIBLE_DEVICES=")][-1].split("=", 1)[1]
+        if visible == "void":
+            text = log(visible, None)
+        elif visible == "all":
+            text = log(visible, T4[0] + "\n" + T4[1], "/dev/nvidia0 /dev/nvidia1")
         else:
-            text = log(f"GPU-{n}", T4[0 if self.same_gpu else n % 2], "/dev/nvidia0")
-        kube.logs[(ns, name)] = text
+            granted, _, index = visible.partition("#")
+            text = log(f"{granted}-{index}", smi(granted, int(index)), "/dev/nvidia0")
+        holds = "sleep" in container["command"][-1]
 
-        def finish() -> None:
-            done = json.loads(json.dumps(kube.objects["pods"][(ns, name)]))
+        def start() -> None:
+            current = kube.objects["pods"].get((ns, name))
+            if current is None:
+                return  # deleted before it started
+            kube.logs[(ns, name)] = text
+            done = json.loads(json.dumps(current))
             done["spec"]["nodeName"] = node_name
-            done["status"] = {"phase": "Succeeded"}
+            done["status"] = {"phase": "Running" if holds else "Succeeded"}
             kube._put(done)
+            if not holds:
+                self.free(kube, done)
 
-        kube.loop.call_later(0.3, finish)
+        kube.loop.call_later(self.delay, start)
+
+    def free(self, _kube: KubeApi, pod: dict[str, Any]) -> None:
+        """The kubelet's teardown: whatever the pod held is free again (also `on_delete`)."""
+        key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+        for held in self.held.values():
+            for device in [d for d, holder in held.items() if holder == key]:
+                del held[device]
+
+
+def cluster(kube: KubeApi, **kw: Any) -> Cluster:
+    """A Cluster playing the scheduler and kubelet of `kube` (on create and on delete)."""
+    model = Cluster(**kw)
+    kube.on_create = model
+    kube.on_delete = model.free
+    return model
 
 
 @pytest.fixture
@@ -174,7 +236,7 @@ def checks(r: subprocess.CompletedProcess[str]) -> dict[str, dict[str, Any]]:
 
 def test_a_healthy_recording_passes_and_every_probe_is_deleted(kube: KubeApi, server: Server, tmp_path: Path) -> None:
     kube.admit = admission(server)
-    kube.on_create = Cluster()
+    cluster(kube)
     r = verify(kube, tmp_path, "-o", "json")
     assert isinstance(r, subprocess.CompletedProcess)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -189,10 +251,9 @@ def test_a_healthy_recording_passes_and_every_probe_is_deleted(kube: KubeApi, se
         "webhook-denies-privileged": "pass",
         "webhook-voids-plain-pod": "pass",
     }
-    assert (
-        found["isolation nvidia.com/gpu"]["evidence"]["probeA"]
-        != found["isolation nvidia.com/gpu"]["evidence"]["probeB"]
-    )
+    seen = found["isolation nvidia.com/gpu"]["evidence"]["probes"]
+    assert len(seen) == 2 and len({tuple(units) for units in seen.values()}) == 2
+    assert found["isolation nvidia.com/gpu"]["evidence"]["shared"] == []
     assert found["no-request-sees-none"]["evidence"]["NVIDIA_VISIBLE_DEVICES"] == "void"
     assert (
         "violates GPU policy: no-visible-devices-env" in found["webhook-denies-visible-devices"]["evidence"]["message"]
@@ -235,11 +296,14 @@ def test_a_healthy_recording_passes_and_every_probe_is_deleted(kube: KubeApi, se
 
 def test_the_same_uuid_twice_fails_test_two_with_a_clear_message(kube: KubeApi, server: Server, tmp_path: Path) -> None:
     kube.admit = admission(server)
-    kube.on_create = Cluster(same_gpu=True)
+    cluster(kube, broken=True)
     r = verify(kube, tmp_path)
     assert isinstance(r, subprocess.CompletedProcess)
     assert r.returncode == 1, r.stdout + r.stderr
-    assert "FAIL  isolation nvidia.com/gpu: two probes with 1 nvidia.com/gpu each both see GPU-0f6c3f58" in r.stdout
+    assert (
+        "FAIL  isolation nvidia.com/gpu: two probes with 1 nvidia.com/gpu each, running together on gke-t4-pool-0, "
+        "both see GPU-0f6c3f58" in r.stdout
+    )
     assert "fix: two pods were given the same GPU" in r.stdout
     assert leftovers(kube) == []
 
@@ -250,15 +314,15 @@ def test_mig_devices_and_shared_slots(cert_dir: Path, server: Server, tmp_path: 
         a30 = {"nvidia.com/gpu": "0", "nvidia.com/mig-1g.6gb": "4", "nvidia.com/gpu.shared": "8"}
         kube.put(node("a30-0", {"accelerator": "nvidia-a30"}, a30), device_plugin("a30-0"))
         kube.admit = admission(server)
-        kube.on_create = Cluster()
+        cluster(kube)
         r = verify(kube, tmp_path, "-o", "json")
         assert isinstance(r, subprocess.CompletedProcess)
         found = checks(r)
         assert found["isolation nvidia.com/gpu.shared"]["status"] == "pass"  # distinct here
         mig = found["isolation nvidia.com/mig-1g.6gb"]
-        assert mig["status"] == "pass" and mig["evidence"]["probeA"][0].startswith("MIG-")
+        assert mig["status"] == "pass" and all(u[0].startswith("MIG-") for u in mig["evidence"]["probes"].values())
         assert leftovers(kube) == []
-        kube.on_create = Cluster(same_gpu=True)
+        cluster(kube, broken=True)
         r = verify(kube, tmp_path, "-o", "json", "--resource", "nvidia.com/mig-1g.6gb")
         assert isinstance(r, subprocess.CompletedProcess)
         found = checks(r)
@@ -273,9 +337,10 @@ def test_an_unschedulable_probe_reports_the_schedulers_event_and_is_deleted_on_t
     kube: KubeApi, server: Server, tmp_path: Path
 ) -> None:
     kube.admit = admission(server)
-    kube.on_create = Cluster(
+    cluster(
+        kube,
         pending="0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
-        "2 Insufficient nvidia.com/gpu."
+        "2 Insufficient nvidia.com/gpu.",
     )
     r = verify(kube, tmp_path, "--timeout", "3", "-o", "junit")
     assert isinstance(r, subprocess.CompletedProcess)
@@ -293,7 +358,7 @@ def test_interrupted_runs_delete_their_probes(
     kube: KubeApi, server: Server, tmp_path: Path, sig: signal.Signals
 ) -> None:
     kube.admit = admission(server)
-    kube.on_create = Cluster(pending="0/3 nodes are available: 2 Insufficient nvidia.com/gpu.")
+    cluster(kube, pending="0/3 nodes are available: 2 Insufficient nvidia.com/gpu.")
     proc = verify(kube, tmp_path, wait=False)
     assert isinstance(proc, subprocess.Popen)
     deadline = time.monotonic() + 30
@@ -333,7 +398,7 @@ def test_a_missing_device_plugin_and_unhealthy_gpus_are_named(cert_dir: Path, se
             device_plugin("gke-t4-pool-0"),
         )
         kube.admit = admission(server)
-        kube.on_create = Cluster()
+        cluster(kube)
         r = verify(kube, tmp_path, "-o", "json")
         assert isinstance(r, subprocess.CompletedProcess)
         assert r.returncode == 1
@@ -346,3 +411,94 @@ def test_a_missing_device_plugin_and_unhealthy_gpus_are_named(cert_dir: Path, se
         assert leftovers(kube) == []
     finally:
         kube.close()
+
+
+# ---------------------------------------------------------------- isolation: probes that hold their devices together
+
+
+def verifier(kube: KubeApi, tmp_path: Path, **options: Any) -> Any:
+    """The Verifier in this process, through the official client, polling fast (the stand-in's
+    kubelet answers in `delay`)."""
+    from kubernetes import config
+
+    from webhook import verify as v
+    from webhook.config import default_policy
+
+    client = config.new_client_from_config(config_file=str(kube.kubeconfig(tmp_path / "kubeconfig")))
+    return v.Verifier(v.Kube(client), default_policy(), v.Options(poll=0.02, timeout=20, **options), lambda _l: None)
+
+
+def isolation(kube: KubeApi, tmp_path: Path, **options: Any) -> Any:
+    """One isolation check of nvidia.com/gpu, as `verify` runs it (probes deleted after)."""
+    from webhook.verify import gpu_resources
+
+    v = verifier(kube, tmp_path, **options)
+    nodes = {n["metadata"]["name"]: n for n in v.kube.nodes() if gpu_resources(n, v.policy)}
+    with v.cleanup():
+        v.isolation(nodes)
+    [check] = [c for c in v.report.checks if c.name == "isolation nvidia.com/gpu"]
+    return check
+
+
+def test_sequential_probes_see_the_same_gpu_on_a_healthy_node(kube: KubeApi, tmp_path: Path) -> None:
+    """Why the probes must hold their GPUs together: on a healthy node, a probe that has finished
+    has freed its GPU, and the device plugin hands the next one the lowest free: the same."""
+    cluster(kube, delay=0.02)
+    v = verifier(kube, tmp_path)
+    with v.cleanup():
+        first, second = v.probe("a", "gke-t4-pool-0", GPU), v.probe("b", "gke-t4-pool-0", GPU)
+    assert first[0].units == second[0].units == ("GPU-0f6c3f58-4a8e-6a1c-2b9d-9c1e5d2f7a10",)
+
+
+@pytest.mark.parametrize(("broken", "status"), [(False, "pass"), (True, "fail")], ids=["healthy", "broken-plugin"])
+def test_isolation_holds_its_probes_together_twenty_runs(
+    kube: KubeApi, tmp_path: Path, broken: bool, status: str
+) -> None:
+    """Twenty runs each: a healthy node always passes, a plugin that hands one GPU to two pods
+    always fails, naming the node, each probe's devices and which probes shared."""
+    model = cluster(kube, broken=broken, delay=0.02)
+    for _ in range(20):
+        check = isolation(kube, tmp_path)
+        assert check.status == status, check
+        assert check.evidence["node"] == "gke-t4-pool-0" and len(check.evidence["probes"]) == 2
+        assert all(not held for held in model.held.values())  # every probe deleted, every GPU free
+        assert leftovers(kube) == []
+    if broken:
+        a, b = sorted(check.evidence["probes"])
+        assert check.evidence["shared"] == [[a, b, "GPU-0f6c3f58-4a8e-6a1c-2b9d-9c1e5d2f7a10"]]
+
+
+def test_as_many_probes_as_asked_and_free(kube: KubeApi, tmp_path: Path) -> None:
+    """--isolation-probes 3 on a node with 4 free GPUs: three at once, pairwise distinct; asking
+    for 8 on it starts only the 4 it has free."""
+    kube.put(node("a100-0", T4_LABELS, {GPU: "4"}, [GPU_TAINT]), device_plugin("a100-0"))
+    cluster(kube, delay=0.02)
+    check = isolation(kube, tmp_path, node="a100-0", isolation_probes=3)
+    assert check.status == "pass" and check.summary.startswith("three probes with 1 nvidia.com/gpu each")
+    assert len({tuple(u) for u in check.evidence["probes"].values()}) == 3
+    check = isolation(kube, tmp_path, node="a100-0", isolation_probes=8)
+    assert check.status == "pass" and len(check.evidence["probes"]) == 4
+
+
+def test_one_free_gpu_is_could_not_check(kube: KubeApi, tmp_path: Path) -> None:
+    """Neither a pass nor a fail: with one GPU of two in use, no second probe can hold another.
+    Counted before any probe starts (a pod on the node holds one), and found while the probes
+    run (a pod took one after the count: the second probe stays Pending, Insufficient)."""
+    busy = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "trainer-0", "namespace": "ml"},
+        "spec": {"nodeName": "gke-t4-pool-1", "containers": [{"name": "t", "resources": {"limits": {GPU: "1"}}}]},
+        "status": {"phase": "Running"},
+    }
+    kube.put(busy)
+    cluster(kube, delay=0.02)
+    check = isolation(kube, tmp_path, node="gke-t4-pool-1")
+    assert check.status == "skip" and check.summary == "only 1 free nvidia.com/gpu on node gke-t4-pool-1"
+    model = cluster(kube, delay=0.02, taken={("gke-t4-pool-0", GPU): 1})
+    check = isolation(kube, tmp_path, node="gke-t4-pool-0")
+    assert check.status == "skip", check
+    assert check.summary == (
+        "could not check: only 1 free nvidia.com/gpu on node gke-t4-pool-0 while the other probes hold theirs"
+    )
+    assert leftovers(kube) == [] and model.held[("gke-t4-pool-0", GPU)] == {0: ("elsewhere", "pod-0")}

@@ -166,6 +166,9 @@ class Transport:
             "max_field_size": MAX_LINE,
             "max_headers": MAX_HEADERS,
             "lingering_time": LINGER_SECONDS,
+            # Reviews are never compressed: a Content-Encoding is not decoded (no zlib or brotli
+            # on what anyone can send), so such a body is simply not JSON.
+            "auto_decompress": False,
         }
         server = self._aiohttp = web.Server(self._handle, request_factory=request)
 
@@ -246,62 +249,72 @@ class Transport:
             conn.busy = True
             conn.headers_since = 0.0
         try:
-            return await self._answer(request)
+            route = self.routes.get(request.path)
+            if route is None:
+                return self._reply((404, TEXT, b"404: Not Found\n", False))
+            if request.method not in route.methods:
+                response = self._reply((405, TEXT, b"405: Method Not Allowed\n", False))
+                response.headers[hdrs.ALLOW] = route.allow
+                return response
+            body = b""
+            if route.body:
+                limit = self.limits.max_body
+                content = request.content
+                if content.is_eof() and hdrs.EXPECT not in request.headers:
+                    # Most bodies arrive with their headers: taken as they are, no copy, no wait
+                    # (a declared length is the body's length; llhttp has counted it).
+                    body = content.read_nowait()
+                    if len(body) > limit:
+                        return self._refuse(413, f"body larger than the {limit} byte limit: {len(body)} bytes")
+                else:
+                    refused = await self._before_body(request, limit)
+                    if refused is not None:
+                        return refused
+                    try:
+                        self.on_body_wait(1)
+                        try:
+                            async with asyncio.timeout(self.limits.body_seconds):
+                                body = await request.read()
+                        finally:
+                            self.on_body_wait(-1)
+                    except web.HTTPRequestEntityTooLarge:
+                        return self._refuse(413, f"body larger than the {limit} byte limit")
+                    except TimeoutError:
+                        # A client trickling its body must not hold a handler: 408, and the connection closes.
+                        seconds = self.limits.body_seconds
+                        return self._refuse(408, f"request body not complete within {seconds:g} s")
+            try:
+                answer = route.handler(request.content_type, body)
+            except Exception:  # the handlers catch their own; this is the transport's last line
+                log.exception("internal error answering %s", request.path)
+                answer = (500, TEXT, b"internal error\n", True)
+            return self._reply(answer)
         finally:
             if isinstance(conn, Connection):
                 conn.busy = False
 
-    async def _answer(self, request: web.BaseRequest) -> web.StreamResponse:
-        path = request.path
-        route = self.routes.get(path)
-        if route is None:
-            return self._reply((404, TEXT, b"404: Not Found\n", False))
-        if request.method not in route.methods:
-            response = self._reply((405, TEXT, b"405: Method Not Allowed\n", False))
-            response.headers[hdrs.ALLOW] = route.allow
-            return response
-        body = b""
-        if route.body:
-            limit = self.limits.max_body
-            declared = request.content_length
-            if declared is not None and declared > limit:
-                return self._refuse(413, f"body larger than the {limit} byte limit: {declared} bytes declared")
-            if hdrs.EXPECT in request.headers:
-                refused = await self._continue(request)
-                if refused is not None:
-                    return refused
-            content = request.content
-            try:
-                if content.is_eof():  # most bodies arrive with their headers: nothing to wait for
-                    body = await request.read()
-                else:
-                    self.on_body_wait(1)
-                    try:
-                        async with asyncio.timeout(self.limits.body_seconds):
-                            body = await request.read()
-                    finally:
-                        self.on_body_wait(-1)
-            except web.HTTPRequestEntityTooLarge:
-                return self._refuse(413, f"body larger than the {limit} byte limit")
-            except TimeoutError:
-                # A client trickling its body must not hold a handler: 408, and the connection closes.
-                return self._refuse(408, f"request body not complete within {self.limits.body_seconds:g} s")
-        try:
-            answer = route.handler(request.content_type, body)
-        except Exception:  # the handlers catch their own; this is the transport's last line
-            log.exception("internal error answering %s", path)
-            answer = (500, TEXT, b"internal error\n", True)
-        return self._reply(answer)
+    async def _before_body(self, request: web.BaseRequest, limit: int) -> web.StreamResponse | None:
+        """Before the body is read: 413 from a declared length past the limit; else what an
+        `Expect` asks for (a `100 Continue`, or 417 for an expectation we do not know)."""
+        declared = request.content_length
+        if declared is not None and declared > limit:
+            return self._refuse(413, f"body larger than the {limit} byte limit: {declared} bytes declared")
+        if hdrs.EXPECT in request.headers:
+            return await self._continue(request, not request.content.is_eof())
+        return None
 
-    async def _continue(self, request: web.BaseRequest) -> web.StreamResponse | None:
+    async def _continue(self, request: web.BaseRequest, waiting: bool) -> web.StreamResponse | None:
         """aiohttp's default expect handler (web_urldispatcher), which the router runs and the
-        low-level server does not: 100 for HTTP/1.1 `100-continue`, 417 for other expectations.
-        Called only once the declared length is known to fit, so no 100 precedes a refusal."""
+        low-level server does not: 100 for HTTP/1.1 `100-continue` (when the body is still to
+        come), 417 for other expectations. Called only once the declared length is known to fit,
+        so no 100 precedes a refusal."""
         if request.version != (1, 1):
             return None  # HTTP/1.0 has no 100 (RFC 9110 §10.1.1): the body simply follows
         expect = request.headers.get(hdrs.EXPECT, "")
         if expect.lower() != "100-continue":
             return self._refuse(417, f"unknown expectation: {expect[:100]}")
+        if not waiting:
+            return None
         await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         request.writer.output_size = 0  # as aiohttp: the answer proper has not started
         return None

@@ -5,8 +5,10 @@ driver or add-on upgrade, and when a tenant reports seeing someone else's GPU:
 - the device plugin runs on every node that advertises GPUs, and the nodes agree with themselves;
 - requests are enforced: a probe asking for 1 GPU sees exactly 1; a probe asking for none, from
   an image that bakes NVIDIA_VISIBLE_DEVICES=all, sees none;
-- isolation: two probes with 1 GPU each on one node see different GPUs (MIG: different MIG
-  devices; time-sliced `.shared` slots may share a card, which is reported, not failed);
+- isolation: probes with 1 GPU each, holding their GPUs at the same time on one node, see
+  pairwise different GPUs (MIG: different MIG devices; time-sliced `.shared` slots may share a
+  card, which is reported, not failed). They must run together: a finished probe frees its GPU,
+  and the device plugin hands the next one the lowest free device, the same one again;
 - the webhook is wired: server-side dry runs of known-bad pods are denied with gpu-policy's
   message, and a plain pod comes back with NVIDIA_VISIBLE_DEVICES=void.
 
@@ -128,11 +130,12 @@ class Kube:
     def nodes(self) -> list[dict[str, Any]]:
         return list(self._json(self.core.list_node).get("items") or ())
 
-    def pods(self, selector: str, namespace: str | None = None) -> list[dict[str, Any]]:
+    def pods(self, selector: str, namespace: str | None = None, fields: str = "") -> list[dict[str, Any]]:
+        extra = {"field_selector": fields} if fields else {}
         if namespace:
-            found = self._json(self.core.list_namespaced_pod, namespace, label_selector=selector)
+            found = self._json(self.core.list_namespaced_pod, namespace, label_selector=selector, **extra)
         else:
-            found = self._json(self.core.list_pod_for_all_namespaces, label_selector=selector)
+            found = self._json(self.core.list_pod_for_all_namespaces, label_selector=selector, **extra)
         return list(found.get("items") or ())
 
     def create_pod(self, namespace: str, body: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
@@ -177,6 +180,7 @@ class Options:
     timeout: float = 300.0
     keep: bool = False
     poll: float = 1.0
+    isolation_probes: int = 2  # probes held together per isolation check (at most the node's free devices)
     device_plugin_selectors: tuple[str, ...] = DEVICE_PLUGIN_SELECTORS
 
 
@@ -377,42 +381,127 @@ class Verifier:
                     name, SKIP, f"no schedulable node has 2 {resource} to give two probes", {"resource": resource}
                 )
                 continue
-            first = self.probe("a", node, resource)
-            second = self.probe("b", node, resource) if not isinstance(first, Check) else first
-            failed = first if isinstance(first, Check) else second if isinstance(second, Check) else None
-            if failed is not None:
-                self._add_check(name, failed)
+            free = gpu_resources(gpu_nodes[node], self.policy).get(resource, 0) - self._in_use(node, resource)
+            if free < 2:
+                self._add(name, SKIP, _only_free(free, resource, node), {"node": node, "resource": resource})
                 continue
-            assert not isinstance(first, Check) and not isinstance(second, Check)
-            a, b = first[0].units, second[0].units
-            evidence = {"node": node, "resource": resource, "probeA": list(a), "probeB": list(b)}
-            shared = sorted(set(a) & set(b))
-            if not a or not b:
-                self._add(name, FAIL, "a probe with a GPU saw no device", evidence, "see requests-enforced")
-            elif not shared:
-                self._add(name, PASS, f"two probes with 1 {resource} each see different devices", evidence)
-            elif is_shared(resource, self.policy):
-                self._add(
-                    name,
-                    INFO,
-                    f"two {resource} slots are on the same card ({shared[0]}): time-slicing hands out turns, not cards",
-                    evidence,
+            self._isolation(name, node, resource, min(free, self.o.isolation_probes))
+
+    def _in_use(self, node: str, resource: str) -> int:
+        """How many `resource` the pods on `node` that still hold devices have asked for (as the
+        scheduler counts: a pod's containers summed, or its largest init container if more)."""
+        used = 0
+        for pod in self.kube.pods("", fields=f"spec.nodeName={node}"):
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            spec = pod.get("spec") or {}
+            regular = sum(_asked(c, resource) for c in spec.get("containers") or ())
+            init = max((_asked(c, resource) for c in spec.get("initContainers") or ()), default=0)
+            used += max(regular, init)
+        return used
+
+    def _isolation(self, name: str, node: str, resource: str, count: int) -> None:
+        """`count` probes with 1 `resource` each, created together and each held Running after it
+        reports, so no device is freed (and handed out again) before every probe has seen its own."""
+        probes = [self._create_probe(f"iso-{chr(ord('a') + i)}", node, resource, hold=True) for i in range(count)]
+        try:
+            refused = next((p for p in probes if isinstance(p, Check)), None)
+            if refused is not None:
+                self._add_check(name, refused)
+                return
+            names = [p for p in probes if isinstance(p, str)]
+            seen = self._wait_all(names, node, resource)
+        finally:
+            self._delete_probes([p for p in probes if isinstance(p, str)])
+        if isinstance(seen, Check):
+            self._add_check(name, seen)
+            return
+        units = {probe: list(found.units) for probe, found in seen.items()}
+        shared = [
+            [a, b, unit]
+            for i, a in enumerate(names)
+            for b in names[i + 1 :]
+            for unit in sorted(set(units[a]) & set(units[b]))
+        ]
+        evidence: dict[str, Any] = {"node": node, "resource": resource, "probes": units, "shared": shared}
+        if not all(units.values()):
+            blind = [p for p, u in units.items() if not u]
+            self._add(
+                name, FAIL, f"probe {blind[0]} with 1 {resource} saw no device", evidence, "see requests-enforced"
+            )
+        elif not shared:
+            self._add(
+                name,
+                PASS,
+                f"{_count(count)} probes with 1 {resource} each, running together on {node}, see different devices",
+                evidence,
+            )
+        elif is_shared(resource, self.policy):
+            self._add(
+                name,
+                INFO,
+                f"{resource} slots are on the same card ({shared[0][2]}): time-slicing hands out turns, not cards",
+                evidence,
+            )
+        else:
+            pair = "two probes" if count == 2 else f"probes {shared[0][0]} and {shared[0][1]}"
+            self._add(
+                name,
+                FAIL,
+                f"{pair} with 1 {resource} each, running together on {node}, both see {shared[0][2]}",
+                evidence,
+                (
+                    "two pods were given the same MIG device: check the MIG strategy (mixed: nvidia.com/mig-*) "
+                    "and the device plugin's and MIG manager's config on that node"
                 )
-            else:
-                self._add(
-                    name,
-                    FAIL,
-                    f"two probes with 1 {resource} each both see {shared[0]}",
-                    evidence,
-                    (
-                        "two pods were given the same MIG device: check the MIG strategy (mixed: nvidia.com/mig-*) "
-                        "and the device plugin's and MIG manager's config on that node"
-                    )
-                    if resource.startswith("nvidia.com/mig-")
-                    else "two pods were given the same GPU: time-slicing (or MPS) configured without renaming the "
-                    "resource (renameByDefault: true makes them nvidia.com/gpu.shared), or a pod sets "
-                    "NVIDIA_VISIBLE_DEVICES itself; check the device plugin's config",
-                )
+                if resource.startswith("nvidia.com/mig-")
+                else "two pods were given the same GPU: time-slicing (or MPS) configured without renaming the "
+                "resource (renameByDefault: true makes them nvidia.com/gpu.shared), or a pod sets "
+                "NVIDIA_VISIBLE_DEVICES itself; check the device plugin's config",
+            )
+
+    def _wait_all(self, names: list[str], node: str, resource: str) -> dict[str, Seen] | Check:
+        """Each held probe's report, once it is Running (or done) and its log complete; a Check
+        when one cannot run: could not check (no device free for it), failed, or out of time."""
+        seen: dict[str, Seen] = {}
+        phases: dict[str, str] = {}
+        while time.monotonic() < self.deadline:
+            for name in names:
+                if name in seen:
+                    continue
+                pod = self.kube.get_pod(self.o.namespace, name)
+                phase = (pod.get("status") or {}).get("phase", "Pending")
+                if phase != phases.get(name):
+                    self.progress(f"probe {name}: {phase}")
+                    phases[name] = phase
+                if phase == "Pending":
+                    if _insufficient(self.kube.events(self.o.namespace, name), resource):
+                        held = len(names) - 1
+                        return Check(
+                            "",
+                            SKIP,
+                            f"could not check: {_only_free(held, resource, node)} while the other probes hold theirs",
+                            {"node": node, "resource": resource, "pending": name},
+                        )
+                    continue
+                log = self.kube.logs(self.o.namespace, name)
+                if "gpu-policy-verify: end" in log:
+                    seen[name] = parse_probe_log(log)
+                elif phase in ("Succeeded", "Failed"):
+                    return Check("", FAIL, f"probe {name} {phase.lower()}: its log is incomplete", {"log": log[-2000:]})
+            if len(seen) == len(names):
+                return seen
+            time.sleep(self.o.poll)
+        waiting = [n for n in names if n not in seen]
+        return Check(
+            "",
+            FAIL,
+            f"probe {waiting[0]} did not report within --timeout {self.o.timeout:g} s "
+            f"({phases.get(waiting[0], 'Pending')})",
+            {"node": node, "resource": resource, "waiting": waiting},
+            "the scheduler's event says why (e.g. Insufficient nvidia.com/gpu: the GPUs are in use); "
+            "an image pull that hangs: --image",
+        )
 
     def webhook(self) -> None:
         gpu = self.policy.resource_name
@@ -493,12 +582,16 @@ class Verifier:
             ]
         return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": containers, **spec}}
 
-    def probe(self, suffix: str, node: str, resource: str | None) -> tuple[Seen, str] | Check:
-        """Runs one probe on `node` to completion; (what it saw, its node) or a failed Check."""
+    def _create_probe(self, suffix: str, node: str, resource: str | None, hold: bool = False) -> str | Check:
+        """Creates one probe pod on `node` (through the scheduler); its name, or a failed Check.
+        A held probe stays Running after its report (for at most the rest of the run)."""
+        script = PROBE_SCRIPT
+        if hold:
+            script += f"; sleep {max(1, int(self.deadline - time.monotonic()) + 1)}"
         container: dict[str, Any] = {
             "name": "probe",
             "image": self.o.image,
-            "command": ["sh", "-c", PROBE_SCRIPT],
+            "command": ["sh", "-c", script],
             "securityContext": {
                 "allowPrivilegeEscalation": False,
                 "capabilities": {"drop": ["ALL"]},
@@ -508,13 +601,11 @@ class Verifier:
         }
         if resource is not None:
             container["resources"] = {"limits": {resource: "1"}}
-        body = self._pod_body(
-            f"{len(self.probes) + 1}-{suffix}",
-            [container],
-            restartPolicy="Never",
-            automountServiceAccountToken=False,
+        spec: dict[str, Any] = {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
             # Through the scheduler (not nodeName), so "Insufficient" shows as its own event.
-            affinity={
+            "affinity": {
                 "nodeAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": {
                         "nodeSelectorTerms": [
@@ -523,9 +614,12 @@ class Verifier:
                     }
                 }
             },
-            tolerations=[{"operator": "Exists", "effect": "NoSchedule"}],
-        )
-        name = body["metadata"]["name"]
+            "tolerations": [{"operator": "Exists", "effect": "NoSchedule"}],
+        }
+        if hold:  # should verify itself die, the kubelet still ends the probe and frees its GPU
+            spec["activeDeadlineSeconds"] = max(1, int(self.o.timeout))
+        body = self._pod_body(f"{len(self.probes) + 1}-{suffix}", [container], **spec)
+        name = str(body["metadata"]["name"])
         from kubernetes.client.exceptions import ApiException
 
         try:
@@ -541,6 +635,23 @@ class Verifier:
             )
         self.probes.append(name)
         self.progress(f"probe {name}: created ({resource or 'no GPU'} on {node})")
+        return name
+
+    def _delete_probes(self, names: list[str]) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        if self.o.keep:
+            return
+        for name in names:
+            with suppress(ApiException, ClusterError):  # what is left goes with the owner at the end
+                self.kube.delete_pod(self.o.namespace, name)
+
+    def probe(self, suffix: str, node: str, resource: str | None) -> tuple[Seen, str] | Check:
+        """Runs one probe on `node` to completion; (what it saw, its node) or a failed Check."""
+        created = self._create_probe(suffix, node, resource)
+        if isinstance(created, Check):
+            return created
+        name = created
         last = ""
         while time.monotonic() < self.deadline:
             pod = self.kube.get_pod(self.o.namespace, name)
@@ -615,6 +726,27 @@ _WIRING = (
     "(failurePolicy, namespaceSelector: this namespace may be excluded), its caBundle, and the Service's endpoints"
 )
 _IMAGE_FIX = "the probe image must have sh and ls (--image); its log is in the evidence"
+
+
+def _asked(container: dict[str, Any], resource: str) -> int:
+    resources = container.get("resources") or {}
+    value = (resources.get("limits") or {}).get(resource, (resources.get("requests") or {}).get(resource, 0))
+    return _quantity(value)
+
+
+def _insufficient(events: list[dict[str, Any]], resource: str) -> bool:
+    """The scheduler said the node has too few `resource` for the probe."""
+    return any(
+        e.get("reason") == "FailedScheduling" and f"Insufficient {resource}" in str(e.get("message")) for e in events
+    )
+
+
+def _only_free(free: int, resource: str, node: str) -> str:
+    return f"only {max(free, 0)} free {resource} on node {node}"
+
+
+def _count(n: int) -> str:
+    return {2: "two", 3: "three", 4: "four"}.get(n, str(n))
 
 
 def _status_message(exc: Any) -> str:

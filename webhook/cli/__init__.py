@@ -117,6 +117,13 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("--node", help="run the probes on this node (default: the first that has room)")
     v.add_argument("--resource", help="GPU resource to request (default: gpuResourceName, else what nodes offer)")
     v.add_argument(
+        "--isolation-probes",
+        type=int,
+        default=2,
+        help="probes that hold a device each at the same time per isolation check, at most the node's free "
+        "devices (default: %(default)s)",
+    )
+    v.add_argument(
         "--device-plugin-selector", action="append", help="label selector of device-plugin pods (repeatable)"
     )
     v.add_argument("-o", "--output", choices=("text", "json", "junit"), default="text")

@@ -170,6 +170,9 @@ def verify(args: argparse.Namespace) -> int:
         raise KeyboardInterrupt  # the probes are deleted on the way out
 
     signal.signal(signal.SIGTERM, terminated)
+    if args.isolation_probes < 2:
+        print("gpu-policy verify: --isolation-probes must be at least 2", file=sys.stderr)
+        return v.EXIT_CANNOT_RUN
     options = v.Options(
         namespace=args.namespace,
         image=args.image,
@@ -177,6 +180,7 @@ def verify(args: argparse.Namespace) -> int:
         resource=args.resource,
         timeout=args.timeout,
         keep=args.keep,
+        isolation_probes=args.isolation_probes,
         device_plugin_selectors=tuple(args.device_plugin_selector or v.DEVICE_PLUGIN_SELECTORS),
     )
     try:
