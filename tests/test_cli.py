@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import stat
@@ -31,7 +32,7 @@ def test_clean_manifest_exits_0(tmp_path: Path) -> None:
     f = write(tmp_path / "ok.yaml", wrap(pod(container(gpu=1)), "Deployment"), pod(container()))
     r = cli("check", "-f", str(f))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.strip().endswith("2 object(s): 2 clean")
+    assert r.stdout.strip().endswith("2 objects: 2 clean")
 
 
 def test_violation_exits_1_with_server_message(tmp_path: Path) -> None:
@@ -84,7 +85,7 @@ def test_folder_and_stdin(tmp_path: Path) -> None:
     write(tmp_path / "b.yaml", pod(container(gpu="-1")))
     (tmp_path / "notes.txt").write_text("ignored")
     r = cli("check", "-f", str(tmp_path))
-    assert r.returncode == 1 and "2 object(s): 1 denied, 1 clean" in r.stdout
+    assert r.returncode == 1 and "2 objects: 1 denied, 1 clean" in r.stdout
     r = cli("check", "-f", "-", stdin=yaml.safe_dump(pod(container(gpu=1))))
     assert r.returncode == 0
 
@@ -188,3 +189,161 @@ def test_skips_say_why_and_gpu_bearing_unknown_kinds_are_never_a_bare_skip(tmp_p
     cfg.write_text(yaml.safe_dump({"customResources": suggested}))
     r = cli("check", "-f", str(f), "--config", str(cfg))
     assert r.returncode == 1 and "spec.steps[0].pod.spec.containers[0].resources.limits" in r.stdout
+
+
+# ---------------------------------------------------------------- the CLI as kubectl and kubeconform users expect it
+
+
+def test_bare_command_prints_help_and_exits_0() -> None:
+    r = cli()
+    assert r.returncode == 0 and r.stdout.startswith("usage: gpu-policy") and "check" in r.stdout
+    assert "run `gpu-policy COMMAND --help`" in r.stdout
+
+
+def test_every_option_explains_itself_and_every_command_has_examples_and_exit_codes() -> None:
+    from webhook.cli import parser
+
+    top = parser()
+    commands = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction)).choices
+    for name, sub in {"gpu-policy": top, **commands}.items():
+        for action in sub._actions:
+            if action.help == argparse.SUPPRESS or isinstance(action, argparse._SubParsersAction):
+                continue
+            assert action.help, f"{name} {action.option_strings or action.dest}: no help text"
+        if name != "gpu-policy":
+            help_text = sub.format_help()
+            assert "examples:\n  gpu-policy" in help_text and "exit codes:\n  0" in help_text, name
+    assert "(default: 8443)" in commands["serve"].format_help()
+    assert "(default: gpu-policy)" in commands["certs"].format_help()
+
+
+def test_the_readme_commands_table_names_every_option() -> None:
+    """Each command's row(s) in the README name exactly the options its parser has."""
+    import re
+
+    from webhook.cli import parser
+
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("## Commands", 1)[1].split("\n## ", 1)[0]
+    documented: dict[str, set[str]] = {}
+    for row in table.splitlines():
+        cell = row.split("` |", 1)[0]
+        m = re.match(r"\| `gpu-policy (\w+)", cell)
+        name = m[1] if m and m[1] != "COMMAND" else "gpu-policy" if cell.startswith("| `gpu-policy [") else None
+        if name is not None:
+            documented.setdefault(name, set()).update(re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", cell))
+    top = parser()
+    commands = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction)).choices
+    for name, sub in {"gpu-policy": top, **commands}.items():
+        options = {
+            o
+            for a in sub._actions
+            if a.help != argparse.SUPPRESS and not isinstance(a, argparse._HelpAction)
+            for o in a.option_strings
+        }
+        shown = documented.get(name, set())
+        missing = {o for o in options if o not in shown and not any(o2 in shown for o2 in _spellings(sub, o))}
+        assert not missing, f"README's commands table lacks {sorted(missing)} of {name}"
+        assert not shown - options - {"-h"}, f"README's commands table names {sorted(shown - options)} for {name}"
+
+
+def _spellings(sub: argparse.ArgumentParser, option: str) -> list[str]:
+    """The other spellings of `option` (-o and --output are one option: naming one is enough)."""
+    return next((a.option_strings for a in sub._actions if option in a.option_strings), [])
+
+
+def test_counts_read_as_english_and_verbose_lists_clean_objects(tmp_path: Path) -> None:
+    f = write(tmp_path / "one.yaml", pod(container(gpu=1), name="ok"))
+    r = cli("check", str(f))  # a file as a positional argument, as pre-commit passes it
+    assert r.returncode == 0 and r.stdout == "1 object: 1 clean\n"
+    r = cli("check", "-v", str(f))
+    assert r.stdout == f"OK    {f} (document 1): Pod ml/ok\n1 object: 1 clean\n"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: [unclosed\n")
+    assert cli("check", str(bad)).stdout.endswith("1 object: 1 error\n")
+    r = cli("check", str(bad), str(f), str(bad))
+    assert r.returncode == 2 and r.stdout.endswith("3 objects: 1 clean, 2 errors\n")
+
+
+def test_empty_input_is_a_notice_and_fail_on_empty_makes_it_exit_1(tmp_path: Path) -> None:
+    empty = tmp_path / "rendered.yaml"
+    empty.write_text("---\n# helm rendered nothing\n")
+    r = cli("check", "-f", str(empty))
+    assert r.returncode == 0 and f"no objects in {empty}: nothing was judged" in r.stderr
+    r = cli("check", "--fail-on-empty", "-f", "-", stdin="")
+    assert r.returncode == 1 and "no objects in -" in r.stderr
+    r = cli("check")
+    assert r.returncode == 2 and "no input" in r.stderr
+
+
+def test_mutate_says_when_the_patched_object_would_still_be_denied(tmp_path: Path) -> None:
+    f = write(tmp_path / "p.yaml", pod(container("t", gpu=1, privileged=True), name="bad"), pod(container(), name="ok"))
+    r = cli("mutate", str(f), "--cluster-version", "1.27")
+    assert r.returncode == 0 and len(list(yaml.safe_load_all(r.stdout))) == 2
+    assert f"DENY  {f} (document 1): Pod ml/bad: the validating webhook would still refuse it: " in r.stderr
+    assert "no-privileged-gpu" in r.stderr and "ml/ok" not in r.stderr
+
+
+def test_junit_report(tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    f = write(tmp_path / "m.yaml", pod(container(gpu=1), name="ok"), pod(container("t", gpu="1.5"), name="bad"))
+    r = cli("check", "-o", "junit", str(f))
+    assert r.returncode == 1
+    suite = ET.fromstring(r.stdout)
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("2", "1", "0")
+    cases = suite.findall("testcase")
+    assert [c.get("classname") for c in cases] == [str(f), str(f)]
+    failure = cases[1].find("failure")
+    assert failure is not None and "gpu-quantity" in (failure.get("message") or "")
+    assert "(line " in (failure.text or "")
+
+
+def test_sarif_validates_against_the_sarif_2_1_0_schema_and_points_at_lines(tmp_path: Path) -> None:
+    """The OASIS schema (errata01, vendored in tests/data): what GitHub code scanning ingests."""
+    import jsonschema
+
+    manifest = tmp_path / "k8s" / "train.yaml"
+    manifest.parent.mkdir()
+    manifest.write_text(
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: train\n  namespace: ml\nspec:\n  template:\n"
+        "    spec:\n      restartPolicy: Never\n      containers:\n        - name: trainer\n"
+        "          image: nvcr.io/nvidia/pytorch:24.05-py3\n          env:\n"
+        "            - name: NVIDIA_VISIBLE_DEVICES\n              value: all\n          resources:\n"
+        '            limits:\n              nvidia.com/gpu: "1.5"\n---\nnot: [valid\n'
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "webhook", "check", "-o", "sarif", "k8s/train.yaml"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    log = json.loads(r.stdout)
+    schema = json.loads((ROOT / "tests" / "data" / "sarif-schema-2.1.0.json").read_text())
+    jsonschema.Draft4Validator(schema).validate(log)
+    run = log["runs"][0]
+    rules = [rule["id"] for rule in run["tool"]["driver"]["rules"]]
+    found = {
+        (x["ruleId"], x["level"], x["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+         x["locations"][0]["physicalLocation"]["region"]["startLine"])
+        for x in run["results"]
+    }  # fmt: skip
+    assert found == {
+        ("gpu-quantity", "error", "k8s/train.yaml", 18),
+        ("no-visible-devices-env", "error", "k8s/train.yaml", 14),
+        ("unusable-manifest", "error", "k8s/train.yaml", 1),
+    }
+    assert all(rules[x["ruleIndex"]] == x["ruleId"] for x in run["results"])
+    paths = [x["locations"][0].get("logicalLocations", [{}])[0].get("fullyQualifiedName") for x in run["results"]]
+    assert 'Job/ml/train:spec.template.spec.containers[0].resources.limits["nvidia.com/gpu"]' in paths
+
+
+def test_the_pre_commit_hook_runs_check_on_the_files_it_is_given(tmp_path: Path) -> None:
+    [hook] = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    assert hook["id"] == "gpu-policy-check" and hook["pass_filenames"] is True and hook["language"] == "python"
+    good = write(tmp_path / "a.yaml", pod(container(gpu=1)))
+    bad = write(tmp_path / "b.yaml", pod(container(gpu=1, privileged=True)))
+    entry = hook["entry"].split()
+    assert entry[:2] == ["gpu-policy", "check"]
+    assert cli(*entry[1:], str(good)).returncode == 0
+    r = cli(*entry[1:], str(good), str(bad))
+    assert r.returncode == 1 and "no-privileged-gpu" in r.stdout

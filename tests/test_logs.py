@@ -49,3 +49,17 @@ def test_json_review_lines_and_start_up_config(start_server: Callable[..., Serve
     assert bad["kind"] == "Pod" and bad["operation"] == "CREATE" and bad["latencyMs"] >= 0
     assert {"uid", "time", "level"} <= set(bad)
     assert "s3cr3t-value" not in server.log.read_text(), "the object is never logged"
+
+
+def test_a_pod_not_named_yet_is_logged_by_its_generate_name(start_server: Callable[..., Server]) -> None:
+    """What a ReplicaSet creates: no name yet, a generateName; the line says whose pod it is."""
+    server = start_server({"clusterVersion": "1.30"})
+    unnamed = pod(container("t", gpu=1, privileged=True), name="")
+    unnamed["metadata"]["generateName"] = "train-7d9f8b6c4-"
+    client = server.client()
+    try:
+        assert client.validate(unnamed)["allowed"] is False
+    finally:
+        client.close()
+    time.sleep(0.2)
+    assert "validate CREATE Pod ml/train-7d9f8b6c4-…: denied" in server.log.read_text()

@@ -114,7 +114,7 @@ def _log_review(
 ) -> None:
     logs.review(
         level,
-        f"{webhook} {req.operation} {req.kind} {req.namespace}/{req.name}: {outcome.decision.value}",
+        f"{webhook} {req.operation} {req.kind} {req.namespace}/{display_name(req)}: {outcome.decision.value}",
         {
             "uid": req.uid,
             "webhook": webhook,
@@ -131,3 +131,14 @@ def _log_review(
             "latencyMs": round(seconds * 1000, 3),
         },
     )
+
+
+def display_name(req: review.Request) -> str:
+    """The object's name, or `generateName…` for one not named yet: every pod a controller
+    creates arrives with an empty name and a generateName such as "train-7d9f8b6c4-"."""
+    if req.name:
+        return req.name
+    obj = req.object
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    prefix = meta.get("generateName") if isinstance(meta, dict) else None
+    return f"{prefix}…" if isinstance(prefix, str) and prefix else ""

@@ -9,6 +9,7 @@ an error nobody can fix.
 
 from __future__ import annotations
 
+import re
 import sys
 import uuid
 from collections.abc import Iterator, Mapping
@@ -30,6 +31,7 @@ class Document:
     index: int  # 1-based document number within the file
     item: int | None  # 0-based index inside a List, if any
     obj: Any
+    node: Any = None  # the YAML node it was built from: where each field is (line_of)
 
     @property
     def where(self) -> str:
@@ -37,6 +39,34 @@ class Document:
         if self.item is not None:
             text += f", items[{self.item}]"
         return text + ")"
+
+    @property
+    def line(self) -> int:
+        """1-based line where the object starts in its file (1 when unknown)."""
+        return self.node.start_mark.line + 1 if self.node is not None else 1
+
+    def line_of(self, path: str) -> int:
+        """1-based line of the field at `path` (a violation's field path, such as
+        `spec.containers[0].env[1]`), or of the nearest enclosing field found."""
+        node, line = self.node, self.line
+        for m in _STEP.finditer(path):
+            name, index, quoted = m.groups()
+            if isinstance(node, yaml.MappingNode) and index is None:
+                key = name if name is not None else quoted.replace('\\"', '"')
+                found = next(((k, v) for k, v in node.value if getattr(k, "value", None) == key), None)
+                if found is None:
+                    break
+                line, node = found[0].start_mark.line + 1, found[1]
+            elif isinstance(node, yaml.SequenceNode) and index is not None and int(index) < len(node.value):
+                node = node.value[int(index)]
+                line = node.start_mark.line + 1
+            else:
+                break
+        return line
+
+
+# One step of a field path: `.name`, `[0]` or `["nvidia.com/gpu"]`.
+_STEP = re.compile(r'\.?([A-Za-z_$][\w$-]*)|\[(\d+)\]|\["((?:[^"\\]|\\.)*)"\]')
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,37 +106,48 @@ def read(paths: list[str]) -> Iterator[Document | InputError]:
 
 
 def _documents(source: str, text: str) -> Iterator[Document | InputError]:
-    index = 0
-    loader = yaml.safe_load_all(text)  # JSON is YAML too
-    while True:
-        index += 1
-        try:
-            obj = next(loader)
-        except StopIteration:
+    """Each document of `text` (JSON is YAML too), composed node by node so that every object
+    keeps where its fields are in the file (SARIF and JUnit results point at lines)."""
+    loader = yaml.SafeLoader(text)
+    try:
+        index = 0
+        while True:
+            index += 1
+            try:
+                if not loader.check_node():
+                    return
+                node = loader.get_node()
+                obj = loader.construct_document(node)
+            except yaml.YAMLError as exc:
+                mark = getattr(exc, "problem_mark", None)
+                line = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+                problem = getattr(exc, "problem", None) or str(exc)
+                yield InputError(f"{source} (document {index})", f"not valid YAML{line}: {problem}")
+                return  # the parser cannot resynchronise after an error
+            yield from _objects(source, index, obj, node)
+    finally:
+        loader.dispose()
+
+
+def _objects(source: str, index: int, obj: Any, node: Any) -> Iterator[Document | InputError]:
+    if obj is None:
+        return  # an empty document ("---" at the end) is not an object
+    if not isinstance(obj, Mapping):
+        yield InputError(f"{source} (document {index})", f"expected an object, got {type(obj).__name__}")
+        return
+    if obj.get("kind") == "List" or (isinstance(obj.get("kind"), str) and obj["kind"].endswith("List")):
+        items = obj.get("items")
+        if not isinstance(items, list):
+            yield InputError(f"{source} (document {index})", "items: must be a list in a List")
             return
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-            problem = getattr(exc, "problem", None) or str(exc)
-            yield InputError(f"{source} (document {index})", f"not valid YAML{line}: {problem}")
-            return  # the parser cannot resynchronise after an error
-        if obj is None:
-            continue  # an empty document ("---" at the end) is not an object
-        if not isinstance(obj, Mapping):
-            yield InputError(f"{source} (document {index})", f"expected an object, got {type(obj).__name__}")
-            continue
-        if obj.get("kind") == "List" or (isinstance(obj.get("kind"), str) and obj["kind"].endswith("List")):
-            items = obj.get("items")
-            if not isinstance(items, list):
-                yield InputError(f"{source} (document {index})", "items: must be a list in a List")
-                continue
-            for i, item in enumerate(items):
-                if isinstance(item, Mapping):
-                    yield Document(source, index, i, item)
-                else:
-                    yield InputError(f"{source} (document {index}, items[{i}])", "expected an object")
-            continue
-        yield Document(source, index, None, obj)
+        nodes: list[Any] = next((v.value for k, v in node.value if getattr(k, "value", None) == "items"), [])
+        for i, item in enumerate(items):
+            if isinstance(item, Mapping):
+                yield Document(source, index, i, item, nodes[i] if i < len(nodes) else None)
+            else:
+                yield InputError(f"{source} (document {index}, items[{i}])", "expected an object")
+        return
+    yield Document(source, index, None, obj, node)
 
 
 class NamespaceMismatch(ValueError):

@@ -1,4 +1,5 @@
-"""What `gpu-policy check` prints: one result per document, as text for people or JSON for CI.
+"""What `gpu-policy check` prints: one result per document, as text for people, JSON for scripts,
+JUnit XML for CI test reports, or SARIF 2.1.0 for code scanning (GitHub reads it).
 
 Formats the structured `admission.Outcome`; never a wire dict (the server's answer is built
 by webhook.review alone).
@@ -7,12 +8,13 @@ by webhook.review alone).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any
 
 from .admission import UNPOLICED_GPU, Decision, Outcome
-from .policy import Mode, Violation
+from .policy import ALL_RULES, Mode, Violation
 from .policy.engine import DENY_PREFIX
 
 EXIT_OK, EXIT_DENIED, EXIT_INPUT = 0, 1, 2
@@ -28,6 +30,23 @@ class Result:
     name: str = ""
     outcome: Outcome | None = None
     error: str = ""
+    source: str = ""  # the file (or <stdin>)
+    line: int = 1  # where the object starts in it
+    locate: Callable[[str], int] | None = None  # a field path -> its line
+
+    @property
+    def file(self) -> str:
+        return self.source or self.where.split(" (", 1)[0]
+
+    @property
+    def uri(self) -> str:
+        """The file as SARIF names artifacts: relative paths as given (code scanning resolves them
+        against the checkout), absolute ones as file: URIs."""
+        path = Path(self.file)
+        return path.as_uri() if path.is_absolute() else self.file.replace("<stdin>", "stdin")
+
+    def line_of(self, path: str) -> int:
+        return self.locate(path) if self.locate is not None and path else self.line
 
     @property
     def label(self) -> str:
@@ -93,33 +112,164 @@ def write_json(results: Sequence[Result], out: IO[str], strict: bool = False) ->
     out.write("\n")
 
 
-def write_text(results: Sequence[Result], out: IO[str]) -> None:
-    counts = {"denied": 0, "warned": 0, "clean": 0, "skipped": 0, "errors": 0}
+def counts(results: Sequence[Result]) -> str:
+    """`3 objects: 1 denied, 2 clean`, `1 object: 1 error`."""
+    tally = {"denied": 0, "warned": 0, "clean": 0, "skipped": 0, "error": 0}
+    for r in results:
+        tally[_state(r)] += 1
+    parts = [f"{n} {k}{'s' if k == 'error' and n != 1 else ''}" for k, n in tally.items() if n]
+    return f"{_plural(len(results), 'object')}: {', '.join(parts) or 'none'}"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _state(r: Result) -> str:
+    o = r.outcome
+    if o is None or o.decision is Decision.MALFORMED:
+        return "error"
+    if not o.allowed:
+        return "denied"
+    if o.decision is Decision.SKIPPED:
+        return "skipped"
+    if o.warnings or o.audit_annotations():
+        return "warned"
+    return "clean"
+
+
+def write_text(results: Sequence[Result], out: IO[str], verbose: bool = False) -> None:
     for r in results:
         o = r.outcome
         if o is None:
-            counts["errors"] += 1
             print(f"ERROR {r.where}: {r.error}", file=out)
             continue
-        if o.decision is Decision.MALFORMED:
-            counts["errors"] += 1
+        state = _state(r)
+        if state == "error":
             print(f"ERROR {r.label}: {o.message}", file=out)
-        elif not o.allowed:
-            counts["denied"] += 1
+        elif state == "denied":
             # The server's message, one violation a line: `violates GPU policy: a (...), b (...)`.
             print(f"DENY  {r.label}: {DENY_PREFIX.strip()}", file=out)
             for v in o.violations(Mode.DENY):
                 print(f"      - {v.describe()}", file=out)
-        elif o.decision is Decision.SKIPPED:
-            counts["skipped"] += 1
+        elif state == "skipped":
             print(f"SKIP  {r.label}: {o.reason}", file=out)
-        elif o.warnings or o.audit_annotations():
-            counts["warned"] += 1
-        else:
-            counts["clean"] += 1
+        elif state == "clean" and verbose:
+            print(f"OK    {r.label}", file=out)
         for w in o.warnings:
             print(f"WARN  {r.label}: {w}", file=out)
         for key, value in o.audit_annotations().items():
             print(f"AUDIT {r.label}: {key}: {value}", file=out)
-    summary = ", ".join(f"{n} {k}" for k, n in counts.items() if n)
-    print(f"{len(results)} object(s): {summary or 'none'}", file=out)
+    print(counts(results), file=out)
+
+
+def write_junit(results: Sequence[Result], out: IO[str]) -> None:
+    """One testcase per object (classname: its file), as CI systems show test reports: a denial
+    or unusable input fails, a skip is skipped, warnings are the case's output."""
+    from xml.sax.saxutils import escape, quoteattr
+
+    failures = sum(1 for r in results if _state(r) == "denied")
+    errors = sum(1 for r in results if _state(r) == "error")
+    skipped = sum(1 for r in results if _state(r) == "skipped")
+    lines = [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        f'<testsuite name="gpu-policy check" tests="{len(results)}" failures="{failures}" errors="{errors}" '
+        f'skipped="{skipped}">',
+    ]
+    for r in results:
+        name = r.where if r.outcome is None else f"{r.where}: {r.kind} {r.namespace}/{r.name or '<no name>'}"
+        lines.append(f"  <testcase classname={quoteattr(r.file)} name={quoteattr(name)}>")
+        o, state = r.outcome, _state(r)
+        if o is None or state == "error":
+            message = r.error if o is None else o.message
+            lines.append(f"    <error message={quoteattr(message)}/>")
+        elif state == "denied":
+            body = "\n".join(f"{v.describe()} (line {r.line_of(v.path)})" for v in o.violations(Mode.DENY))
+            lines.append(f"    <failure message={quoteattr(o.message)}>{escape(body)}</failure>")
+        elif state == "skipped":
+            lines.append(f"    <skipped message={quoteattr(o.reason)}/>")
+        if o is not None and (o.warnings or o.audit_annotations()):
+            said = [f"WARN {w}" for w in o.warnings] + [f"AUDIT {k}: {v}" for k, v in o.audit_annotations().items()]
+            lines.append(f"    <system-out>{escape(chr(10).join(said))}</system-out>")
+        lines.append("  </testcase>")
+    lines.append("</testsuite>")
+    out.write("\n".join(lines) + "\n")
+
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+_LEVELS = {Mode.DENY: "error", Mode.WARN: "warning", Mode.AUDIT: "note"}
+INPUT_RULE = "unusable-manifest"
+
+
+def write_sarif(results: Sequence[Result], out: IO[str], version: str) -> None:
+    """SARIF 2.1.0: one result per violation (deny: error, warn: warning, audit: note) at its
+    file, line and field path, and one per unusable document; every rule described once."""
+    rules: list[dict[str, Any]] = [
+        {
+            "id": rule.id,
+            "name": "".join(part.title() for part in rule.id.split("-")),
+            "shortDescription": {"text": rule.summary},
+            "fullDescription": {"text": rule.why},
+            "defaultConfiguration": {"level": _LEVELS.get(getattr(rule, "default_mode", Mode.DENY), "error")},
+            "helpUri": "https://github.com/gpu-policy/gpu-policy/blob/main/README.md#policy-reference",
+        }
+        for rule in ALL_RULES
+    ]
+    rules.append(
+        {
+            "id": INPUT_RULE,
+            "name": "UnusableManifest",
+            "shortDescription": {"text": "A document that is not valid YAML or JSON, not an object, or misshapen"},
+            "defaultConfiguration": {"level": "error"},
+        }
+    )
+    index: dict[str, int] = {str(rule["id"]): i for i, rule in enumerate(rules)}
+    found: list[dict[str, Any]] = []
+    for r in results:
+        o = r.outcome
+        if o is None or o.decision is Decision.MALFORMED:
+            text = r.error if o is None else o.message
+            found.append(_sarif_result(INPUT_RULE, index, "error", f"{r.where}: {text}", r, ""))
+            continue
+        for mode, level in _LEVELS.items():
+            for v in o.violations(mode):
+                found.append(_sarif_result(v.rule, index, level, v.describe(), r, v.path))
+    log = {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "gpu-policy",
+                        "version": version,
+                        "informationUri": "https://github.com/gpu-policy/gpu-policy",
+                        "rules": rules,
+                    }
+                },
+                "results": found,
+            }
+        ],
+    }
+    json.dump(log, out, indent=2)
+    out.write("\n")
+
+
+def _sarif_result(rule: str, index: dict[str, int], level: str, text: str, r: Result, path: str) -> dict[str, Any]:
+    where = f"{r.kind}/{r.namespace}/{r.name or '<no name>'}" if r.outcome is not None else r.where
+    location: dict[str, Any] = {
+        "physicalLocation": {
+            "artifactLocation": {"uri": r.uri},
+            "region": {"startLine": r.line_of(path)},
+        },
+    }
+    if path:
+        location["logicalLocations"] = [{"fullyQualifiedName": f"{where}:{path}", "kind": "member"}]
+    return {
+        "ruleId": rule,
+        "ruleIndex": index.get(rule, len(index) - 1),
+        "level": level,
+        "message": {"text": text},
+        "locations": [location],
+        "properties": {"document": r.where},
+    }

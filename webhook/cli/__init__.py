@@ -13,31 +13,103 @@ from ..reports import EXIT_INPUT
 from . import certs, cluster, offline, serve
 
 
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """Examples and exit codes as written (the epilogs); every option's default shown, as
+    kubectl's help does, unless it has none worth showing."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if "%(default)" in text or default in (None, False, [], argparse.SUPPRESS) or not action.option_strings:
+            return text
+        return f"{text} (default: {default})"
+
+
+def _epilog(examples: str, exits: str) -> str:
+    return f"examples:\n{examples}\n\nexit codes:\n{exits}"
+
+
+SERVE = _epilog(
+    "  gpu-policy serve --cert-dir certs/dev --host 127.0.0.1          # what `make run` starts\n"
+    "  gpu-policy --log-format json serve --config /etc/gpu-policy/config/config.yaml \\\n"
+    "      --cert-dir /etc/gpu-policy/tls --workers 2                  # what the chart runs",
+    "  0  stopped by SIGTERM or SIGINT (after draining)\n  2  the config, the certificates or the port cannot be used",
+)
+CHECK = _epilog(
+    "  gpu-policy check -f deploy/                                      # every .yaml/.yml/.json below it\n"
+    "  helm template my-app ./chart | gpu-policy check -f -             # what a chart renders\n"
+    "  gpu-policy check -f job.yaml --values gpu-policy-values.yaml     # as that installed chart judges\n"
+    "  gpu-policy check -o sarif -f k8s/ > gpu-policy.sarif              # for code scanning\n"
+    "  gpu-policy check --cluster -f job.yaml                           # also: would it fit the cluster's nodes?",
+    "  0  every object would be admitted (warnings allowed)\n"
+    "  1  an object would be denied (--strict: or it is a kind the policy does not police that requests GPUs;\n"
+    "     --fail-on-empty: or there was no object at all)\n"
+    "  2  unusable input (not YAML or JSON, no kind, a misshapen field) or configuration",
+)
+MUTATE = _epilog(
+    "  gpu-policy mutate -f pod.yaml --cluster-version 1.27             # the patched pod, as YAML\n"
+    "  helm template ./chart | gpu-policy mutate -f - -o json",
+    "  0  every object printed (a note on stderr for one that would still be denied)\n"
+    "  2  unusable input or configuration",
+)
+AUDIT = _epilog(
+    "  gpu-policy audit                                                 # every namespace, text\n"
+    "  gpu-policy audit -n ml -o json\n"
+    "  gpu-policy audit --report                                        # PolicyReports per namespace",
+    "  0  nothing running would be denied\n"
+    "  1  something running would be denied (--strict: also if every warn rule were deny)\n"
+    "  2  no cluster, or no rights to read it",
+)
+VERIFY = _epilog(
+    "  gpu-policy verify -n gpu-tests\n"
+    "  gpu-policy verify --node gpu-node-3 --isolation-probes 4 -o junit > verify.xml",
+    "  0  every check passed (skips and infos included)\n"
+    "  1  a check failed\n"
+    "  2  could not run: no cluster, no GPU nodes, no rights",
+)
+CERTS = _epilog(
+    "  gpu-policy certs --out certs/dev --host localhost --host 127.0.0.1 --days 30",
+    "  0  written\n  2  the files exist (--force replaces them), or a bad value",
+)
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gpu-policy", description="GPU admission policy for Kubernetes")
-    p.add_argument("--log-level", default=os.environ.get("GPU_POLICY_LOG_LEVEL", "info"))
+    p = argparse.ArgumentParser(
+        prog="gpu-policy",
+        description="GPU admission policy for Kubernetes: the webhook, and its policy offline and against a cluster.",
+        formatter_class=_Help,
+        epilog="run `gpu-policy COMMAND --help` for a command's options, examples and exit codes",
+    )
+    p.add_argument(
+        "--log-level",
+        default=os.environ.get("GPU_POLICY_LOG_LEVEL", "info"),
+        help="debug, info, warning or error ($GPU_POLICY_LOG_LEVEL)",
+    )
     p.add_argument(
         "--log-format",
         choices=("text", "json"),
         default=os.environ.get("GPU_POLICY_LOG_FORMAT", "text"),
-        help="text for people; json (one object per line) for log pipelines, the chart's default",
+        help="text for people; json (one object per line) for log pipelines, the chart's ($GPU_POLICY_LOG_FORMAT)",
     )
     p.add_argument(
         "--version", action="version", version=f"gpu-policy {package_version()} (policy core: {core_build()})"
     )
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
-    s = sub.add_parser("serve", help="run the HTTPS admission webhook")
+    def command(name: str, text: str, epilog: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=text, description=text, epilog=epilog, formatter_class=_Help)
+
+    s = command("serve", "run the HTTPS admission webhook", SERVE)
     s.add_argument("--config", help="YAML config file (default: built-in defaults)")
-    s.add_argument("--cert-dir", required=True, help="folder with tls.crt and tls.key")
-    s.add_argument("--host", default="0.0.0.0", help="address of the HTTPS port (default: %(default)s)")
-    s.add_argument("--port", type=int, default=8443, help="the HTTPS port: reviews and probes (default: %(default)s)")
+    s.add_argument("--cert-dir", required=True, help="folder with tls.crt and tls.key (reloaded when they change)")
+    s.add_argument("--host", default="0.0.0.0", help="address of the HTTPS port")
+    s.add_argument("--port", type=int, default=8443, help="the HTTPS port: reviews and probes")
     s.add_argument("--workers", type=int, default=1, help="processes sharing the port (SO_REUSEPORT)")
     s.add_argument(
         "--metrics-port",
         type=int,
         default=9090,
-        help="plain-HTTP /metrics (all workers summed) and probes; 0: no /metrics at all (default: %(default)s)",
+        help="plain-HTTP /metrics (all workers summed) and probes; 0: no /metrics at all",
     )
     s.add_argument(
         "--metrics-host",
@@ -46,12 +118,13 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--cluster-version", help="override clusterVersion (e.g. 1.27, unknown)")
     s.set_defaults(func=serve.command)
 
-    for name, func, text in (
-        ("check", offline.check, "judge manifests offline, as the validating webhook would"),
-        ("mutate", offline.mutate, "print manifests as the mutating webhook would change them"),
+    for name, func, text, epilog in (
+        ("check", offline.check, "judge manifests offline, as the validating webhook would", CHECK),
+        ("mutate", offline.mutate, "print manifests as the mutating webhook would change them", MUTATE),
     ):
-        c = sub.add_parser(name, help=text)
-        c.add_argument("-f", "--file", action="append", required=True, help="file, folder or - (repeatable)")
+        c = command(name, text, epilog)
+        c.add_argument("files", nargs="*", metavar="FILE", help="files or folders, as -f (how pre-commit passes them)")
+        c.add_argument("-f", "--file", action="append", default=[], help="file, folder or - for stdin (repeatable)")
         c.add_argument("--config", help="YAML config file (default: built-in defaults)")
         c.add_argument(
             "--values",
@@ -69,10 +142,19 @@ def parser() -> argparse.ArgumentParser:
         c.add_argument(
             "-o",
             "--output",
-            choices=("text", "json") if name == "check" else ("yaml", "json"),
+            choices=("text", "json", "junit", "sarif") if name == "check" else ("yaml", "json"),
             default="text" if name == "check" else "yaml",
+            help="text for people, json for scripts, junit for CI test reports, sarif for code scanning"
+            if name == "check"
+            else "the patched objects as YAML documents or JSON",
         )
         if name == "check":
+            c.add_argument("-v", "--verbose", action="store_true", help="text: list clean objects too")
+            c.add_argument(
+                "--fail-on-empty",
+                action="store_true",
+                help="exit 1 when the input holds no object (a CI step that rendered nothing)",
+            )
             c.add_argument(
                 "--strict",
                 action="store_true",
@@ -86,13 +168,13 @@ def parser() -> argparse.ArgumentParser:
             _cluster_flags(c)
         c.set_defaults(func=func)
 
-    a = sub.add_parser("audit", help="judge what already runs in the cluster, per namespace and rule")
+    a = command("audit", "judge what already runs in the cluster, per namespace and rule", AUDIT)
     a.add_argument("--config", help="YAML config file (default: built-in defaults)")
     a.add_argument("--values", help="a Helm values file of the gpu-policy chart: judge as that chart would")
     a.add_argument("--release-namespace", default="gpu-policy", help="with --values: the chart's namespace")
-    a.add_argument("--cluster-version", help="cluster version for version-gated rules (e.g. 1.27)")
+    a.add_argument("--cluster-version", help="cluster version for version-gated rules (default: the cluster's)")
     a.add_argument("-n", "--namespace", help="only this namespace (default: all)")
-    a.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    a.add_argument("-o", "--output", choices=("text", "json"), default="text", help="text for people, json for scripts")
     a.add_argument("--page-size", type=int, default=500, help="objects per list request")
     a.add_argument("--limit", type=int, default=200, help="text output: violations listed one by one at most")
     a.add_argument(
@@ -107,12 +189,12 @@ def parser() -> argparse.ArgumentParser:
 
     from ..verify import DEFAULT_IMAGE
 
-    v = sub.add_parser("verify", help="prove GPU scheduling and isolation on a live cluster (probe pods)")
+    v = command("verify", "prove GPU scheduling and isolation on a live cluster (probe pods)", VERIFY)
     v.add_argument("--config", help="YAML config file: the GPU model and the webhook's policy (default: built-in)")
     v.add_argument("--values", help="a Helm values file of the gpu-policy chart")
     v.add_argument("--release-namespace", default="gpu-policy", help="with --values: the chart's namespace")
     v.add_argument("--cluster-version", help=argparse.SUPPRESS)
-    v.add_argument("-n", "--namespace", default="default", help="where the probes run (default: default)")
+    v.add_argument("-n", "--namespace", default="default", help="where the probes run")
     v.add_argument("--image", default=DEFAULT_IMAGE, help="probe image; it should bake NVIDIA_VISIBLE_DEVICES=all")
     v.add_argument("--node", help="run the probes on this node (default: the first that has room)")
     v.add_argument("--resource", help="GPU resource to request (default: gpuResourceName, else what nodes offer)")
@@ -120,23 +202,24 @@ def parser() -> argparse.ArgumentParser:
         "--isolation-probes",
         type=int,
         default=2,
-        help="probes that hold a device each at the same time per isolation check, at most the node's free "
-        "devices (default: %(default)s)",
+        help="probes that hold a device each at the same time per isolation check, at most the node's free devices",
     )
     v.add_argument(
         "--device-plugin-selector", action="append", help="label selector of device-plugin pods (repeatable)"
     )
-    v.add_argument("-o", "--output", choices=("text", "json", "junit"), default="text")
+    v.add_argument(
+        "-o", "--output", choices=("text", "json", "junit"), default="text", help="text, json, or junit for CI"
+    )
     v.add_argument("--timeout", type=float, default=300.0, help="seconds for the whole run")
     v.add_argument("--keep", action="store_true", help="leave the probes for inspection")
     _cluster_flags(v)
     v.set_defaults(func=cluster.verify)
 
-    cert = sub.add_parser("certs", help="write a CA and a serving certificate for the webhook Service")
+    cert = command("certs", "write a CA and a serving certificate for the webhook Service", CERTS)
     cert.add_argument("--out", required=True, help="folder for ca.crt, ca.key, tls.crt, tls.key")
-    cert.add_argument("--service", default="gpu-policy")
-    cert.add_argument("--namespace", default="gpu-policy")
-    cert.add_argument("--days", type=int, default=365)
+    cert.add_argument("--service", default="gpu-policy", help="the webhook's Service name (in the DNS names)")
+    cert.add_argument("--namespace", default="gpu-policy", help="the Service's namespace (in the DNS names)")
+    cert.add_argument("--days", type=int, default=365, help="validity of the serving certificate")
     cert.add_argument("--host", action="append", default=[], help="extra DNS name or IP SAN (repeatable)")
     cert.add_argument("--force", action="store_true", help="replace existing files")
     cert.set_defaults(func=certs.command)
@@ -149,7 +232,11 @@ def _cluster_flags(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    cli = parser()
+    args = cli.parse_args(argv)
+    if args.command is None:  # as kubectl: a bare command is a request for help
+        cli.print_help()
+        return 0
     logs.setup(str(args.log_level), args.log_format)
     try:
         return int(args.func(args))
@@ -158,3 +245,6 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INPUT
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `gpu-policy check ... | head`: the reader has had enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

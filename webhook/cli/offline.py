@@ -15,14 +15,27 @@ from typing import Any
 import jsonpatch
 import yaml
 
-from .. import admission, reports
+from .. import admission, package_version, reports
 from ..admission import Decision
 from ..manifests import InputError, NamespaceMismatch, read, review_request
-from ..reports import EXIT_INPUT, EXIT_OK, Result
+from ..reports import EXIT_DENIED, EXIT_INPUT, EXIT_OK, Result
+from ..review import Request
 from .settings import chart_view, from_args
 
 
+def _inputs(args: argparse.Namespace, command: str) -> list[str] | None:
+    """-f entries and positional files together; None (and a message) when there are none."""
+    paths = [*args.file, *args.files]
+    if not paths:
+        print(f"gpu-policy {command}: no input: name files or folders (-f FILE, or - for stdin)", file=sys.stderr)
+        return None
+    return paths
+
+
 def check(args: argparse.Namespace) -> int:
+    paths = _inputs(args, "check")
+    if paths is None:
+        return EXIT_INPUT
     chart = chart_view(args)
     policy = from_args(args, chart).policy
     if args.cluster:
@@ -35,7 +48,7 @@ def check(args: argparse.Namespace) -> int:
             print(f"gpu-policy check --cluster: {exc}", file=sys.stderr)
             return EXIT_INPUT
     results: list[Result] = []
-    for doc in read(args.file):
+    for doc in read(paths):
         if isinstance(doc, InputError):
             results.append(Result(doc.where, error=doc.message))
             continue
@@ -49,20 +62,32 @@ def check(args: argparse.Namespace) -> int:
             continue
         unsent = chart.not_sent(req.group, req.kind) if chart is not None else None
         outcome = admission.Outcome(Decision.SKIPPED, reason=unsent) if unsent else admission.validate(req, policy)
-        results.append(Result(doc.where, req.kind, req.namespace, req.name, outcome))
+        results.append(
+            Result(doc.where, req.kind, req.namespace, req.name, outcome, "", doc.source, doc.line, doc.line_of)
+        )
     if args.output == "json":
         reports.write_json(results, sys.stdout, args.strict)
+    elif args.output == "junit":
+        reports.write_junit(results, sys.stdout)
+    elif args.output == "sarif":
+        reports.write_sarif(results, sys.stdout, package_version())
     else:
-        reports.write_text(results, sys.stdout)
+        reports.write_text(results, sys.stdout, args.verbose)
+    if not results:  # a CI step whose render came out empty must not pass unnoticed
+        print(f"gpu-policy check: no objects in {', '.join(paths)}: nothing was judged", file=sys.stderr)
+        return EXIT_DENIED if args.fail_on_empty else EXIT_OK
     return reports.exit_code(results, args.strict)
 
 
 def mutate(args: argparse.Namespace) -> int:
+    paths = _inputs(args, "mutate")
+    if paths is None:
+        return EXIT_INPUT
     chart = chart_view(args)
     policy = from_args(args, chart).policy
     out: list[Any] = []
     code = EXIT_OK
-    for doc in read(args.file):
+    for doc in read(paths):
         if isinstance(doc, InputError):
             print(f"ERROR {doc}", file=sys.stderr)
             code = EXIT_INPUT
@@ -84,10 +109,22 @@ def mutate(args: argparse.Namespace) -> int:
         label = f"{doc.where}: {req.kind or '<no kind>'} {req.namespace}/{req.name or '<no name>'}"
         for w in outcome.warnings:
             print(f"WARN  {label}: {w}", file=sys.stderr)
-        out.append(jsonpatch.apply_patch(doc.obj, outcome.ops) if outcome.ops else doc.obj)
+        patched = jsonpatch.apply_patch(doc.obj, outcome.ops) if outcome.ops else doc.obj
+        out.append(patched)
+        # The API server calls the validating webhook after the mutating one: say so if it would refuse.
+        after = admission.validate(_with_object(req, patched), policy)
+        if not after.allowed:
+            print(f"DENY  {label}: the validating webhook would still refuse it: {after.message}", file=sys.stderr)
     if args.output == "json":
         json.dump(out if len(out) != 1 else out[0], sys.stdout, indent=2)
         print()
     else:
         yaml.safe_dump_all(out, sys.stdout, sort_keys=False)
     return code
+
+
+def _with_object(req: Request, obj: Any) -> Request:
+    return Request(
+        req.api_version, req.uid, req.group, req.kind, req.operation, req.sub_resource,
+        req.namespace, req.name, obj, req.old_object, req.user, req.dry_run,
+    )  # fmt: skip
