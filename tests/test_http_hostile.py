@@ -51,6 +51,11 @@ def clean(request: pytest.FixtureRequest) -> Iterator[None]:
     assert server.proc.poll() is None, "the server died"
 
 
+def figure(case: str, seconds: float | None) -> None:
+    """The measured figure, for the record (run with -s)."""
+    print(f"\nFIGURE {case}: {seconds if seconds is None else round(seconds, 3)} s")
+
+
 def closed_within(s: socket.socket, seconds: float) -> float | None:
     """Seconds until the server closed `s` (read side), or None if it did not within `seconds`."""
     started = time.monotonic()
@@ -99,6 +104,7 @@ def test_smuggling_shapes_and_malformed_requests_are_400_and_closed(hostile: Ser
     raw, closed = exchange(hostile, request_bytes, wait=3.0)
     answers = responses(raw)
     assert [status for status, _h, _b in answers] == [400] and closed
+    figure(f"malformed {request_bytes[:40]!r}: 400 and closed after", time.monotonic() - started)
     assert time.monotonic() - started < 2
     assert "malformed HTTP request" in json.loads(answers[0][2])["error"]
 
@@ -116,6 +122,7 @@ def test_bad_chunk_sizes_are_400_and_closed(hostile: Server, size: bytes) -> Non
     started = time.monotonic()
     raw, closed = exchange(hostile, request, wait=3.0)
     assert [status for status, _h, _b in responses(raw)] == [400] and closed
+    figure(f"bad chunk size {size!r}: 400 and closed after", time.monotonic() - started)
     assert time.monotonic() - started < 2
 
 
@@ -152,6 +159,7 @@ def test_declared_length_past_the_limit_is_413_before_the_body(hostile: Server) 
         [(status, headers, body)] = responses(raw)
         assert status == 413 and headers["connection"] == "close" and closed
         assert "10000000 bytes declared" in json.loads(body)["error"]
+        figure("declared 10 MB body: 413 and closed after", time.monotonic() - started)
         assert time.monotonic() - started < 2.5
     finally:
         s.close()
@@ -248,6 +256,7 @@ def test_stalled_body_is_408_after_body_seconds(hostile: Server) -> None:
         [(status, headers, body)] = responses(first + raw)
         assert status == 408 and headers["connection"] == "close" and closed
         assert "within 1 s" in json.loads(body)["error"]
+        figure("stalled body: 408 after", answered)
         assert answered < 1.5 and time.monotonic() - started < 2.5
     finally:
         s.close()
@@ -281,6 +290,7 @@ def test_trickled_headers_are_released_after_header_seconds(hostile: Server) -> 
                 break
     finally:
         s.close()
+    figure("trickled headers: closed after", closed_at)
     assert closed_at is not None and closed_at < 1.0 + SWEEP + 0.5, closed_at
 
 
@@ -291,6 +301,7 @@ def test_new_connection_that_sends_nothing_is_released_after_header_seconds(host
         took = closed_within(s, 4.0)
     finally:
         s.close()
+    figure("silent new connection: closed after", took)
     assert took is not None and took < 1.0 + SWEEP + 0.5, took
 
 
@@ -309,6 +320,7 @@ def test_tcp_without_a_tls_handshake_is_closed(hostile: Server, sent: bytes, bou
         took = closed_within(s, 5.0)
     finally:
         s.close()
+    figure(f"TCP without TLS ({sent[:8]!r}...): closed after", took)
     assert took is not None and took < bound, took
 
 
@@ -634,5 +646,6 @@ def test_sigterm_with_a_request_half_sent(start_server: Callable[..., Server]) -
     during = exchange(server, post(review()), wait=1.0)[0]
     assert responses(during)[0][0] == 200
     assert server.proc.wait(timeout=drain + 5) == 0
+    figure("SIGTERM with a request half sent: exit after the signal", time.monotonic() - sent)
     assert time.monotonic() - sent < drain + 3
     assert not server.log_problems()
