@@ -55,9 +55,9 @@ def test_every_bad_value_is_reported_at_once() -> None:
     )
     assert found == [
         "rules.gpu-quantity: must be one of deny, warn, audit, off, got 'block'",
-        "sharedGpu: must be true or false, got str",
+        "sharedGpu: must be true or false, got str 'yes'",
         "exemptNamespaces[0]: 'Kube_System' is not a namespace name",
-        'clusterVersion: must be "auto", "unknown" or a version such as "1.27", got float',
+        'clusterVersion: must be "auto", "unknown" or a version such as "1.27", got float 1.27',
         "ldLibraryPath.path: 'relative' must be an absolute path without ':'",
         "ldLibraryPath.whenUnset: must be inject or warn, got 'maybe'",
         "acceleratorNodeSelector.labelKey: 'bad key!' is not a valid label key",
@@ -67,10 +67,21 @@ def test_every_bad_value_is_reported_at_once() -> None:
 
 
 def test_wrong_section_types() -> None:
-    assert problems({"ldLibraryPath": True}) == ["ldLibraryPath: must be a mapping, got bool"]
+    assert problems({"ldLibraryPath": True}) == ["ldLibraryPath: must be a mapping, got bool True"]
     assert problems(["a"]) == ["must be a mapping of keys, got list"]
-    assert problems({"sharedGpu": 1}) == ["sharedGpu: must be true or false, got int"]
-    assert problems({"server": {"maxRequestBytes": True}}) == ["server.maxRequestBytes: must be an integer, got bool"]
+    assert problems({"sharedGpu": 1}) == ["sharedGpu: must be true or false, got int 1"]
+    assert problems({"server": {"maxRequestBytes": True}}) == [
+        "server.maxRequestBytes: must be an integer, got bool True"
+    ]
+
+
+def test_unknown_keys_and_bad_values_are_reported_together() -> None:
+    assert problems({"sharedGPU": True, "sharedGpu": "yes", "server": {"bodySecond": 5, "idleSeconds": -1}}) == [
+        "sharedGPU: unknown key (did you mean sharedGpu?)",
+        "server.bodySecond: unknown key (did you mean server.bodySeconds?)",
+        "sharedGpu: must be true or false, got str 'yes'",
+        "server.idleSeconds: must be between 0.1 and 3600",
+    ]
 
 
 @pytest.mark.parametrize(

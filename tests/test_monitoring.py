@@ -131,7 +131,7 @@ def test_monitoring_objects_are_off_by_default(tmp_path: Path) -> None:
 
 
 def test_readme_metrics_table_is_the_real_exposition(start_server: Callable[..., Server]) -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "operations.md").read_text()
     table = readme.split("**Metrics**", 1)[1].split("**Alerts**", 1)[0]
     documented = set(re.findall(r"^\| `(gpu_policy_[a-z_]+)` \|", table, flags=re.M))
     server = start_server({"clusterVersion": "1.30"})

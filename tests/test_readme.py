@@ -1,4 +1,5 @@
-"""The README's promises, checked: its curl example, its rule table and its config reference."""
+"""The README's and docs' promises, checked: the curl example, the rule tables, the config reference,
+and every example a reader would paste."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from webhook.policy import RULE_IDS
 from webhook.policy.registry import MUTATIONS
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+DOCS = {p.name: p.read_text() for p in (Path(__file__).resolve().parent.parent / "docs").glob("*.md")}
 DATA = Path(__file__).resolve().parent / "data"
 
 
@@ -45,13 +47,31 @@ def test_the_readme_curl_itself_gets_the_verdict_and_leaves_a_clean_log(server: 
 
 
 def test_every_rule_and_mutation_is_documented() -> None:
-    section = README.split("## Policy reference", 1)[1].split("## Configuration reference", 1)[0]
+    section = DOCS["policy.md"].split("## Policy reference", 1)[1]
     documented = re.findall(r"^\| `([a-z-]+)` [|(]", section, flags=re.M)
     assert documented == [*RULE_IDS, *(m.id for m in MUTATIONS)]
+    summary = README.split("## Rules", 1)[1].split("\n## ", 1)[0]
+    assert re.findall(r"^\| `([a-z-]+)` \|", summary, flags=re.M) == list(RULE_IDS)
+
+
+def test_readme_is_a_landing_page_and_its_links_resolve() -> None:
+    """At most 300 lines; every relative link from it and the docs points at a file and heading that exist."""
+    assert README.count("\n") <= 300
+    root = Path(__file__).resolve().parent.parent
+    pages = {"README.md": README, **{f"docs/{n}": t for n, t in DOCS.items()}}
+    for page, text in pages.items():
+        for target in re.findall(r"\]\(([^)#:]+\.md|[^):]*#[^)]+)\)", text):
+            file, _, anchor = target.partition("#")
+            path = (root / page).parent / file if file else root / page
+            assert path.resolve().is_file(), f"{page}: link to {target}"
+            if anchor:
+                headings = re.findall(r"(?m)^#+ (.+)$", path.read_text())
+                slugs = {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-") for h in headings}
+                assert anchor in slugs, f"{page}: no heading for #{anchor} in {file or page}"
 
 
 def test_config_reference_is_the_real_default() -> None:
-    block = README.split("## Configuration reference", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    block = DOCS["configuration.md"].split("```yaml\n", 1)[1].split("```", 1)[0]
     documented = yaml.safe_load(block)
     assert documented == json.loads(json.dumps(DEFAULTS))
     from_mapping(documented, environ={})
@@ -60,14 +80,15 @@ def test_config_reference_is_the_real_default() -> None:
 def test_every_yaml_and_json_example_parses() -> None:
     """Readers paste these: every ```yaml / ```json block, and every flow-style example in a
     `# [...]` or `# {...}` comment, must load."""
-    blocks = re.findall(r"```(yaml|json)\n(.*?)```", README, flags=re.S)
+    everything = "\n".join([README, *DOCS.values()])
+    blocks = re.findall(r"```(yaml|json)\n(.*?)```", everything, flags=re.S)
     assert len(blocks) >= 1
     for lang, body in blocks:
         if lang == "json":
             json.loads(body)
         else:
             list(yaml.safe_load_all(body))
-    examples = re.findall(r"#[^\n]*?(\[\{.*?\}\])", README)
+    examples = re.findall(r"#[^\n]*?(\[\{.*?\}\])", everything)
     assert examples, "the customResources example"
     for text in examples:
         assert isinstance(yaml.safe_load(text), list), text

@@ -330,8 +330,10 @@ def from_mapping(data: Any, *, environ: Mapping[str, str] | None = None, source:
     problems: list[str] = []
     if not isinstance(data, Mapping):
         raise ConfigError([f"must be a mapping of keys, got {type(data).__name__}"], source)
+    # Unknown keys and bad values together, every problem in one go: a key that is not known is
+    # left at its default while the others are checked.
     merged = _merge(DEFAULTS, data, "", problems)
-    settings = _build(merged, environ, problems) if not problems else None
+    settings = _build(merged, environ, problems)
     if problems or settings is None:
         raise ConfigError(problems, source)
     return settings
@@ -357,12 +359,16 @@ def _merge(defaults: Mapping[str, Any], given: Mapping[str, Any], prefix: str, p
 
 
 def _kind(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
+    """What was found, value included: `str 'yes'`, `int 1`, `null`, `list ['a']` (shortened)."""
+    if value is None:
+        return "null"
+    shown = repr(value)
+    return f"{type(value).__name__} {shown if len(shown) <= 60 else shown[:57] + '...'}"
 
 
 def _expect(problems: list[str], key: str, value: Any, kind: type | tuple[type, ...], what: str) -> bool:
     if isinstance(value, bool) and kind is not bool and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-        problems.append(f"{key}: must be {what}, got bool")
+        problems.append(f"{key}: must be {what}, got {_kind(value)}")
         return False
     if not isinstance(value, kind):
         problems.append(f"{key}: must be {what}, got {_kind(value)}")

@@ -9,7 +9,8 @@ policy. From them this module writes, checked in and marked as generated:
   webhooks, and the workloads webhook's rules (built-in kinds, object-rule kinds, CRD switches);
 - charts/gpu-policy/values.yaml: the `policy` block and `webhook.customResources`;
 - charts/gpu-policy/values.schema.json: the rule-mode enums and the CRD switches;
-- README.md: the rule, mutation, custom-resource and configuration tables.
+- README.md: the rule summary table; docs/policy.md: the rule, mutation and custom-resource tables;
+  docs/configuration.md: the configuration reference.
 
 `python -m webhook.generate --check` (part of `make lint`, so of CI) fails when any of them is
 stale. Run from the repository root.
@@ -38,6 +39,8 @@ TPL = ROOT / "charts" / "gpu-policy" / "templates" / "_generated.tpl"
 VALUES = ROOT / "charts" / "gpu-policy" / "values.yaml"
 SCHEMA = ROOT / "charts" / "gpu-policy" / "values.schema.json"
 README = ROOT / "README.md"
+POLICY_DOC = ROOT / "docs" / "policy.md"
+CONFIG_DOC = ROOT / "docs" / "configuration.md"
 CHART_YAML = ROOT / "charts" / "gpu-policy" / "Chart.yaml"
 PYPROJECT = ROOT / "pyproject.toml"
 
@@ -400,10 +403,20 @@ def example_message(rule: Any) -> str:
 
 
 def readme_source(current: str) -> str:
-    from .config import COMMENTS, DEFAULTS
+    """The README's rule table: id, default mode and what each restricts (the why and the
+    message are in docs/policy.md)."""
+    from .policy import ALL_RULES
+
+    rows = ["| rule id | default | what |", "|---|---|---|"]
+    rows += [f"| `{r.id}` | {r.default_mode.value} | {_cell(r.summary)} |" for r in ALL_RULES]
+    return _md(current, "rules-summary", rows, "README.md")
+
+
+def policy_doc_source(current: str) -> str:
     from .policy import ALL_RULES, MUTATIONS
     from .policy.templates import WORKLOADS, Shape
 
+    source = "docs/policy.md"
     rows = [
         "| rule id | default | what | why | example message (after `violates GPU policy: `) |",
         "|---|---|---|---|---|",
@@ -413,11 +426,11 @@ def readme_source(current: str) -> str:
             f"| `{r.id}` | {r.default_mode.value} | {_cell(r.summary)} | {_cell(r.why)} | "
             f"`{_cell(example_message(r))}` |"
         )
-    text = _md(current, "rules", rows)
+    text = _md(current, "rules", rows, source)
 
     rows = ["| id | switched on by | what |", "|---|---|---|"]
     rows += [f"| `{m.id}` | `{m.switch}` | {_cell(m.summary)} |" for m in MUTATIONS]
-    text = _md(text, "mutations", rows)
+    text = _md(text, "mutations", rows, source)
 
     rows = ["| group | kind | pod specs at | chart switch |", "|---|---|---|---|"]
     labels = {Shape.TEMPLATE: "", Shape.POD_SPEC: " (pod spec)", Shape.CONTAINER: " (container)"}
@@ -427,14 +440,18 @@ def readme_source(current: str) -> str:
                 f"`{_path_text(p)}`{labels[shape]}" for shape, found in w.templates.by_shape() for p in found
             )
             rows.append(f"| `{w.group}` | `{w.kind}` | {paths} | `webhook.customResources.{w.chart_switch}` |")
-    text = _md(text, "custom-resources", rows)
+    return _md(text, "custom-resources", rows, source)
+
+
+def config_doc_source(current: str) -> str:
+    from .config import COMMENTS, DEFAULTS
 
     block = "```yaml\n" + "\n".join(yaml_lines(DEFAULTS, COMMENTS)) + "\n```\n"
-    return _replace_block(text, "config", block, start=MD_START, end=MD_END, source="README.md")
+    return _replace_block(current, "config", block, start=MD_START, end=MD_END, source="docs/configuration.md")
 
 
-def _md(text: str, name: str, lines: list[str]) -> str:
-    return _replace_block(text, name, "\n".join(lines) + "\n", start=MD_START, end=MD_END, source="README.md")
+def _md(text: str, name: str, lines: list[str], source: str) -> str:
+    return _replace_block(text, name, "\n".join(lines) + "\n", start=MD_START, end=MD_END, source=source)
 
 
 def _path_text(parts: tuple[str, ...]) -> str:
@@ -467,6 +484,8 @@ def outputs() -> list[tuple[Path, Callable[[str], str]]]:
         (VALUES, values_source),
         (SCHEMA, schema_source),
         (README, readme_source),
+        (POLICY_DOC, policy_doc_source),
+        (CONFIG_DOC, config_doc_source),
         (CHART_YAML, chart_yaml_source),
     ]
 
