@@ -65,6 +65,10 @@ def test_through_the_server(corpus_api: ApiServer, name: str) -> None:
     if verdict == "deny":
         assert response["allowed"] is False
         assert rules_in(response["status"]["message"]) == expected["rules"]
+        assert rules_in(" ".join(response.get("warnings", []))) == expected.get("warns", [])
+        if "exemption" in expected:  # a node agent: each fix leads with the exemption
+            lead = f'fix: if this is a trusted GPU node agent, the platform exempts it: "{expected["exemption"]}"'
+            assert response["status"]["message"].count(lead) == len(expected["rules"])
     else:
         assert response["allowed"] is True, response.get("status")
         warned = rules_in(" ".join(response.get("warnings", [])))
@@ -98,6 +102,10 @@ def test_through_gpu_policy_check(cli_results: dict[str, dict[str, Any]], name: 
         ]
         assert sorted({v["rule"] for v in r["violations"]}) == sorted(expected["rules"])
         assert r["message"] and all(v["fix"] for v in r["violations"])
+        assert rules_in(" ".join(r["warnings"])) == expected.get("warns", [])
+        if "exemption" in expected:
+            lead = f'if this is a trusted GPU node agent, the platform exempts it: "{expected["exemption"]}"'
+            assert all(v["fix"].startswith(lead) for v in r["violations"])
     else:
         assert r["allowed"] is True
         assert rules_in(" ".join(r["warnings"])) == (expected["rules"] if expected["verdict"] == "warn" else [])

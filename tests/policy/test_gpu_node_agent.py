@@ -27,7 +27,8 @@ def agent_pod(**spec: Any) -> dict[str, Any]:
 def test_daemonset_pod_and_template_are_flagged_naming_the_exemption() -> None:
     (v,) = run(agent_pod(), rule=ID)
     assert v.path == "spec.containers[0].image" and v.value == f'"{IMAGE}"'
-    assert '"monitoring/dcgm-exporter" to exemptServiceAccounts' in v.detail
+    assert 'exemptServiceAccounts lists "monitoring/dcgm-exporter"' in v.detail
+    assert v.fix.startswith('a trusted agent: add "monitoring/dcgm-exporter" to exemptServiceAccounts')
     template = wrap(pod(exporter(), namespace="monitoring", serviceAccountName="dcgm-exporter"), "DaemonSet")
     (v,) = run(template, rule=ID)
     assert v.path == "spec.template.spec.containers[0].image"
@@ -67,6 +68,55 @@ def test_exempt_service_account_and_isolation_off() -> None:
     other["metadata"]["namespace"] = "team-a"  # the same account name elsewhere is not exempt
     assert [v.rule for v in run(other, exempt, rule=ID)] == [ID]
     assert run(agent_pod(), default_policy(isolate_non_gpu=False), rule=ID) == []
+
+
+def test_a_per_node_pod_asking_for_0_gpus_is_an_agent_from_any_registry() -> None:
+    """Health checkers reach every GPU with `nvidia.com/gpu: 0` (the device plugin is never asked)."""
+    p = agent_pod()
+    p["spec"]["containers"][0]["image"] = "ghcr.io/gpu-health/agent:v0.4.2"
+    p["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "200m", "nvidia.com/gpu": 0}}
+    (v,) = run(p, rule=ID)
+    assert v.path == 'spec.containers[0].resources.limits["nvidia.com/gpu"]' and v.value == '"0"'
+    assert 'exemptServiceAccounts lists "monitoring/dcgm-exporter"' in v.detail
+    p["spec"]["containers"][0]["resources"] = {"requests": {"nvidia.com/mig-1g.10gb": "0"}}
+    assert [v.path for v in run(p, rule=ID)] == ['spec.containers[0].resources.requests["nvidia.com/mig-1g.10gb"]']
+    del p["metadata"]["ownerReferences"]  # a one-off pod asking for 0 is no agent
+    assert run(p, rule=ID) == []
+
+
+def test_a_per_node_pod_pinned_to_gpu_nodes_is_an_agent_every_voided_container_named() -> None:
+    p = agent_pod(nodeSelector={"nvidia.com/gpu.present": "true"})
+    p["spec"]["containers"][0]["image"] = "registry.internal.example.com/mirror/dcgm-exporter:4.2.3"
+    p["spec"]["initContainers"] = [{"name": "wait", "image": "busybox:1.36"}]
+    found = run(p, rule=ID)
+    assert [(v.container, v.path) for v in found] == [
+        ("wait", "spec.initContainers[0].image"),
+        ("exporter", "spec.containers[0].image"),
+    ]
+    assert "runs in a per-node pod on GPU nodes" in found[1].detail
+    instance = agent_pod(nodeSelector={"node.kubernetes.io/instance-type": "p4d.24xlarge"})
+    instance["spec"]["containers"][0]["image"] = "fluent/fluent-bit:3.1"
+    assert [v.rule for v in run(instance, rule=ID)] == [ID]
+
+
+def test_a_per_node_pod_that_asks_the_device_plugin_for_gpus_is_a_workload() -> None:
+    p = agent_pod(nodeSelector={"nvidia.com/gpu.present": "true"})
+    p["spec"]["containers"].append({"name": "burn", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 1}}})
+    assert run(p, rule=ID) == []
+
+
+def test_every_other_rule_leads_with_the_exemption_for_an_agent() -> None:
+    """GPU Feature Discovery mounts /sys: a workload's fix ("use an emptyDir") is no help to it."""
+    gfd = agent_pod()
+    gfd["spec"]["volumes"] = [{"name": "host-sys", "hostPath": {"path": "/sys"}}]
+    (hostpath,) = run(gfd, rule="no-gpu-device-hostpath")
+    assert hostpath.fix.startswith(
+        'if this is a trusted GPU node agent, the platform exempts it: "monitoring/dcgm-exporter" in '
+        "exemptServiceAccounts (or its namespace in exemptNamespaces); otherwise request GPUs"
+    )
+    workload = pod({"name": "t", "image": "x"}, volumes=gfd["spec"]["volumes"])
+    (plain,) = run(workload, rule="no-gpu-device-hostpath")
+    assert plain.fix.startswith("request GPUs") and plain.detail == hostpath.detail
 
 
 def test_agent_images_come_from_config() -> None:

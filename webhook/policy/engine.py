@@ -10,7 +10,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from .gpus import is_companion, is_device
+from .gpus import is_companion, is_device, node_agent
 from .mutations import isolate_non_gpu
 from .nodes import view_of_nodes
 from .objects import PodView, ShapeError, build_views, find_templates
@@ -26,6 +26,7 @@ OBJECT_RULES_BY_KIND: Final[dict[tuple[str, str], tuple[ObjectRule, ...]]] = {
     for group, kind, _plural in rule.kinds
 }
 
+NODE_AGENT: Final = "gpu-node-agent"
 DENY_PREFIX: Final = "violates GPU policy: "
 WARN_PREFIX: Final = "would violate GPU policy: "
 
@@ -85,8 +86,24 @@ def _plan(policy: Policy) -> _Plan:
 
 
 def pod_violations(pod: PodView, policy: Policy) -> list[Violation]:
-    """Every violation of every pod rule that is not off, in registry then field order."""
-    return check_pod(pod, policy, _plan(policy).on)
+    """Every violation of every pod rule that is not off, in registry then field order. For a
+    GPU node agent each fix leads with the exemption: the workload fix ("request GPUs", "use an
+    emptyDir") is no help to GPU Feature Discovery or an exporter, which need what they ask for."""
+    found = check_pod(pod, policy, _plan(policy).on)
+    if found and node_agent(pod, policy):
+        return [_agent_fix(v, pod) for v in found]
+    return found
+
+
+def _agent_fix(v: Violation, pod: PodView) -> Violation:
+    if v.rule == NODE_AGENT:  # its fix is the exemption already
+        return v
+    account = f"{pod.namespace or '<namespace>'}/{pod.service_account}"
+    fix = (
+        f'if this is a trusted GPU node agent, the platform exempts it: "{account}" in exemptServiceAccounts '
+        f"(or its namespace in exemptNamespaces); otherwise {v.fix}"
+    )
+    return Violation(v.rule, v.path, v.detail, fix, v.container, v.container_kind, v.value, v.scope)
 
 
 _MAX_NODES: Final = 200_000  # an admission body is at most a few MiB: a bound, not a limit in practice

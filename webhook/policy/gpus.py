@@ -185,10 +185,18 @@ def gpu_pod(view: PodView, policy: Policy) -> bool:
     return (
         any(may_be_gpu_claim(claim, view, policy) for claim in view.resource_claims)
         or any(source(c, view, policy) is not None for c in view.containers)
-        or view.pinned_to(policy.accelerator_label)
+        or pinned_to_gpu_nodes(view, policy)
+        or kai_pod(view, policy) is not None
+    )
+
+
+def pinned_to_gpu_nodes(view: PodView, policy: Policy) -> bool:
+    """nodeSelector or required node affinity on a GPU node label (the accelerator label,
+    gpuNodeLabels), or a nodeSelector on a GPU machine family (gpuInstanceTypes)."""
+    return (
+        view.pinned_to(policy.accelerator_label)
         or any(view.pinned_to(label) for label in policy.gpu_node_labels)
         or on_gpu_instance_type(view, policy)
-        or kai_pod(view, policy) is not None
     )
 
 
@@ -248,14 +256,30 @@ def kai_injected(entry: EnvVar, c: Container, view: PodView, policy: Policy) -> 
     return ref[0] == f"{prefix}-{index}"
 
 
-def node_agent(view: PodView, policy: Policy) -> str | None:
-    """The image of a container that looks like a GPU node agent (an image under
-    nodeAgentImages, in a pod with hostPID or one copy per node), or None."""
+def node_agent(view: PodView, policy: Policy) -> bool:
+    """A GPU node agent: one copy per node (a DaemonSet's pod or template, or hostPID) that is
+    there for the GPUs without asking the device plugin for any: a container image under
+    nodeAgentImages, pinned to GPU nodes, or a container that asks for 0 of a GPU device resource
+    (how health checkers and exporters reach every GPU: the image's NVIDIA_VISIBLE_DEVICES stands).
+    A per-node pod that gets GPUs from the device plugin is a workload. Its real fix
+    for any rule is an exemption the platform grants, never one its author can take."""
     if not (view.host_pid or view.daemon):
-        return None
-    for c in view.containers:
-        if c.image.startswith(policy.node_agent_images):
-            return c.image
+        return False
+    if any(source(c, view, policy) is not None for c in view.containers):
+        return False  # it asks the device plugin for GPUs: a workload, whatever it runs
+    return pinned_to_gpu_nodes(view, policy) or any(
+        c.image.startswith(policy.node_agent_images) or zero_request(c, policy) is not None for c in view.containers
+    )
+
+
+def zero_request(c: Container, policy: Policy) -> tuple[str, str] | None:
+    """(side, resource) where `c` explicitly asks for 0 of a GPU device resource, or None."""
+    for side, values in (("limits", c.limits), ("requests", c.requests)):
+        if not values:
+            continue
+        for name, value in values.items():
+            if "/" in name and is_device(name, policy) and not _nonzero(value):
+                return side, name
     return None
 
 

@@ -1,10 +1,13 @@
 """gpu-node-agent (warn by default): a GPU node agent that isolation would blind says so.
 
-Looked at: containers whose image starts with one of nodeAgentImages (default
-"nvcr.io/nvidia/": dcgm-exporter, GPU feature discovery, validators), in a pod with hostPID
-or one copy per node (a DaemonSet, or a Pod a DaemonSet made).
-Flagged: such a container that gets no GPU and that isolation voids (or already voided: the
-validating webhook sees the pod after the mutating one).
+Looked at: pods with one copy per node (a DaemonSet, or a Pod a DaemonSet made) or hostPID that
+are there for the GPUs (webhook.policy.gpus.node_agent): a container image under nodeAgentImages
+(default "nvcr.io/nvidia/": dcgm-exporter, GPU feature discovery, validators), pinned to GPU
+nodes, or a container asking for 0 of a GPU device resource (health checkers and exporters from
+any registry reach every GPU that way, without the device plugin).
+Flagged: each such container (the agent image, the one asking for 0, or any container of a pod
+pinned to GPU nodes) that gets no GPU and that isolation voids (or already voided: the validating
+webhook sees the pod after the mutating one).
 
 Agents such as dcgm-exporter legitimately need every GPU through their image's
 NVIDIA_VISIBLE_DEVICES=all. Outside the exempt namespaces isolation gives them `void`, and
@@ -14,40 +17,63 @@ they silently report nothing. The fix is an exemption the platform grants in con
 
 from __future__ import annotations
 
-from ..gpus import node_agent, sees_no_gpu
+from ..gpus import node_agent, pinned_to_gpu_nodes, sees_no_gpu, zero_request
 from ..objects import PodView
-from ..types import Mode, Policy, Rule, Trigger, Violation, Where
+from ..types import GPU_RESOURCE, Mode, Policy, Rule, Trigger, Violation, Where
 
 ID = "gpu-node-agent"
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
-    if node_agent(view, policy) is None:
+    if not node_agent(view, policy):
         return []
     account = f"{view.namespace or '<namespace>'}/{view.service_account}"
-    return [
-        c.violation(
-            ID,
-            "image",
-            f'is a GPU agent image but gets no GPU, so isolation voids it: if trusted, the platform adds "{account}" '
-            "to exemptServiceAccounts",
-            f'add "{account}" to exemptServiceAccounts in gpu-policy\'s config, or request the GPUs it needs',
-            f'"{c.image}"',
-        )
-        for c in view.containers
-        if c.image.startswith(policy.node_agent_images) and sees_no_gpu(c, view, policy)
-    ]
+    # The exemption comes early: a warning is cut at 256 characters, the fix first.
+    blind = f'isolation voids it unless exemptServiceAccounts lists "{account}"'
+    fix = f'a trusted agent: add "{account}" to exemptServiceAccounts in gpu-policy\'s config; else ask for a GPU'
+    pinned = pinned_to_gpu_nodes(view, policy)
+    out: list[Violation] = []
+    for c in view.containers:
+        if not sees_no_gpu(c, view, policy):
+            continue
+        zero = zero_request(c, policy)
+        if c.image.startswith(policy.node_agent_images):
+            detail = f"is a GPU agent image that gets no GPU: {blind}"
+            out.append(c.violation(ID, "image", detail, fix, f'"{c.image}"'))
+        elif zero is not None:
+            side, name = zero
+            detail = f"is 0, as for an agent reaching every GPU: {blind}"
+            out.append(c.violation(ID, f'resources.{side}["{name}"]', detail, fix, '"0"'))
+        elif pinned:
+            detail = f"runs in a per-node pod on GPU nodes and gets no GPU: {blind}"
+            out.append(c.violation(ID, "image", detail, fix, f'"{c.image}"'))
+    return out
 
 
 RULE: Rule = Rule(
     id=ID,
     check=check,
-    summary="A container from a GPU agent image (`nodeAgentImages`) in a hostPID or per-node (DaemonSet) pod, "
-    "which gets no GPU and which isolation voids, is reported with the exemption to configure.",
+    summary="A GPU node agent (a hostPID or per-node DaemonSet pod with an image under `nodeAgentImages`, pinned "
+    "to GPU nodes, or asking for 0 of a GPU resource) whose container gets no GPU and which isolation voids is "
+    "reported with the exemption to configure.",
     why="Agents like dcgm-exporter need every GPU through their image's `NVIDIA_VISIBLE_DEVICES=all`; voided "
     "outside the exempt namespaces, they silently report nothing. Only the platform can exempt them.",
-    reads=("containers[*].image", "containers[*].env", "containers[*].resources", "hostPID", "ownerReferences"),
-    triggers=(Trigger(Where.CONTAINER_IMAGE, setting="nodeAgentImages"),),
+    reads=(
+        "containers[*].image",
+        "containers[*].env",
+        "containers[*].resources",
+        "hostPID",
+        "ownerReferences",
+        "nodeSelector",
+        "affinity",
+    ),
+    # Agent images; GPU node labels and instance types (pinned); a GPU resource (asking for 0).
+    triggers=(
+        Trigger(Where.CONTAINER_IMAGE, setting="nodeAgentImages"),
+        Trigger(Where.NODE_LABEL, setting="gpuNodeLabels"),
+        Trigger(Where.NODE_LABEL, "node.kubernetes.io/instance-type"),
+        *GPU_RESOURCE,
+    ),
     example={
         "metadata": {"namespace": "monitoring", "ownerReferences": [{"kind": "DaemonSet", "controller": True}]},
         "spec": {
