@@ -326,7 +326,7 @@ CASES = [
         load(DCGM),
         warned=["gpu-node-agent"],
         voided=["exporter"],
-        says=['"monitoring/dcgm-exporter" to exemptServiceAccounts'],
+        says=['exemptServiceAccounts lists "monitoring/dcgm-exporter"'],
     ),
     Case("dcgm-exporter in monitoring, exempt service account", load(DCGM), config="exempt-agent"),
 ]
