@@ -60,8 +60,13 @@ def test_shipped_policy_is_the_documented_one() -> None:
     p = default_policy()
     assert p.modes == {r.id: r.default_mode for r in ALL_RULES}
     assert p.isolate_non_gpu and p.shared_gpu and p.resource_name == DEFAULTS["gpuResourceName"]
-    # Every rule is on but host-shm (a hygiene rule, not a GPU side door: off until a platform wants it).
-    assert [r for r, mode in p.modes.items() if mode is Mode.OFF] == ["host-shm"]
+    # Every rule is on but host-shm (a hygiene rule, not a GPU side door: off until a platform wants
+    # it) and the access rules (who may use GPUs and how many: a platform's choice to make).
+    assert [r for r, mode in p.modes.items() if mode is Mode.OFF] == [
+        "host-shm",
+        "gpu-controller-owned",
+        "gpu-max-per-pod",
+    ]
 
 
 def test_generated_files_are_fresh() -> None:

@@ -64,6 +64,26 @@ DEFAULTS: dict[str, Any] = {
     # The NVIDIA DRA driver's classes for whole GPUs and MIG devices (its ComputeDomain classes
     # hand out IMEX channels, not GPUs).
     "gpuDeviceClasses": ["gpu.nvidia.com", "mig.nvidia.com"],
+    "gpuMaxPerPod": 8,
+    # The controllers whose pods end (Jobs and the training operators' kinds) or serve (ReplicaSets
+    # and StatefulSets under Deployments, LeaderWorkerSets, KServe), as ownerReferences name them.
+    "gpuControllerKinds": [
+        "Job",
+        "ReplicaSet",
+        "StatefulSet",
+        "DaemonSet",
+        "PyTorchJob",
+        "TFJob",
+        "MPIJob",
+        "XGBoostJob",
+        "PaddleJob",
+        "JAXJob",
+        "TrainJob",
+        "RayCluster",
+        "RayJob",
+        "Workflow",
+        "LeaderWorkerSet",
+    ],
     # node.kubernetes.io/instance-type values of GPU machine families (AWS p/g, GCP a2/a3/g2, Azure N).
     "gpuInstanceTypes": [
         "p3.",
@@ -127,6 +147,8 @@ COMMENTS: dict[str, str] = {
     "gpuRuntimeClasses": "runtime classes that give a pod every GPU (the GPU operator's management classes)",
     "gpuDeviceClasses": "DRA DeviceClasses that are GPUs: with the cluster view, claims of other classes are not",
     "gpuInstanceTypes": "prefixes of node.kubernetes.io/instance-type values of GPU machines (nodeSelector)",
+    "gpuMaxPerPod": "gpu-max-per-pod: GPU devices one pod may ask for (containers summed, or the largest init)",
+    "gpuControllerKinds": "gpu-controller-owned: ownerReferences kinds that may own a GPU pod (Volcano's is Job)",
     "webhookNamespace": "the webhook's own namespace, always exempt; default: $POD_NAMESPACE",
     "clusterVersion": 'auto (read /version at start-up) | unknown | "1.27" | "v1.19.10-r0-CCE21.11.1.B006"',
     "ldLibraryPath.enabled": "below v1.28: GPU containers find the driver on LD_LIBRARY_PATH",
@@ -409,6 +431,10 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
     runtime_classes = _strings(problems, "gpuRuntimeClasses", c["gpuRuntimeClasses"])
     instance_types = _strings(problems, "gpuInstanceTypes", c["gpuInstanceTypes"])
     device_classes = _names(problems, "gpuDeviceClasses", c["gpuDeviceClasses"], _SUBDOMAIN, "a DeviceClass name")
+    controller_kinds = _strings(problems, "gpuControllerKinds", c["gpuControllerKinds"])
+    max_per_pod = c["gpuMaxPerPod"]
+    if _expect(problems, "gpuMaxPerPod", max_per_pod, int, "a whole number of GPUs") and max_per_pod < 1:
+        problems.append(f"gpuMaxPerPod: must be at least 1, got {max_per_pod}")
 
     exempt: set[str] = set()
     if _expect(problems, "exemptNamespaces", c["exemptNamespaces"], list, "a list of namespace names"):
@@ -518,6 +544,8 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
         isolate_non_gpu=c["isolateNonGpu"],
         custom_templates=custom,
         gpu_device_classes=frozenset(device_classes),
+        gpu_max_per_pod=max_per_pod if isinstance(max_per_pod, int) else 0,
+        gpu_controller_kinds=frozenset(controller_kinds),
         cluster=None,
     )
     return Settings(

@@ -11,8 +11,10 @@ from .rules import (
     driver_capabilities_non_gpu,
     driver_hostpath_non_gpu,
     gke_device_annotation,
+    gpu_controller_owned,
     gpu_fits_some_node,
     gpu_limitrange,
+    gpu_max_per_pod,
     gpu_node_agent,
     gpu_quantity,
     gpu_requests_equal_limits,
@@ -49,6 +51,8 @@ RULES: tuple[Rule, ...] = (
     gpu_fits_some_node.RULE,
     gpu_resource_advertised.RULE,
     known_accelerator.RULE,
+    gpu_controller_owned.RULE,
+    gpu_max_per_pod.RULE,
 )
 
 OBJECT_RULES: tuple[ObjectRule, ...] = (
@@ -103,4 +107,8 @@ def check_pod(view: PodView, policy: Policy, on: list[bool]) -> list[Violation]:
         out.extend(gpu_resource_advertised.check(view, policy))
     if on[17]:
         out.extend(known_accelerator.check(view, policy))
+    if on[18]:
+        out.extend(gpu_controller_owned.check(view, policy))
+    if on[19]:
+        out.extend(gpu_max_per_pod.check(view, policy))
     return out

@@ -160,6 +160,10 @@ class Policy:
     custom_templates: Mapping[tuple[str, str], Templates]
     # DRA device classes that are GPUs: a claim resolved to any of them holds a GPU.
     gpu_device_classes: frozenset[str]
+    # Who may use GPUs, and how many (rules off by default): devices per pod; the controllers
+    # (ownerReferences kinds) that may own a GPU pod.
+    gpu_max_per_pod: int
+    gpu_controller_kinds: frozenset[str]
     # The live cluster (webhook.clusterview), or None: not watched, or not synced yet. The
     # pre-flight rules say nothing without it; never deny on missing data.
     cluster: ClusterView | None

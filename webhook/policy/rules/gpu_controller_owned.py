@@ -1,0 +1,62 @@
+"""gpu-controller-owned (off by default): a Pod that gets a GPU is created by a controller.
+
+Looked at: Pod objects (templates are a controller's by definition) with any GPU source the
+model knows (a device or companion resource, a DRA claim, a KAI fraction). Flagged: no
+ownerReferences entry with controller: true, or one of a kind not in gpuControllerKinds (Jobs,
+the training operators' kinds, ReplicaSets under Deployments, StatefulSets, LeaderWorkerSets,
+Argo Workflows: default list in webhook.config).
+
+Why: bare pods that run until someone deletes them hold GPUs nobody uses (kyverno#13879 asks
+for exactly this rule). A Job ends and frees its GPUs; a Deployment is an inference service
+someone owns. The owner kind comes from a list, not from "any controller", because a pod author
+can name any object they own as its controller.
+"""
+
+from __future__ import annotations
+
+from ..gpus import kai_pod, may_be_gpu_claim, source
+from ..objects import PodView
+from ..types import GPU_POD, Mode, Policy, Rule, Violation
+
+ID = "gpu-controller-owned"
+
+
+def check(view: PodView, policy: Policy) -> list[Violation]:
+    if view.kind != "Pod" or view.owner_kind in policy.gpu_controller_kinds:
+        return []
+    holds = (
+        any(source(c, view, policy) is not None for c in view.containers)
+        or any(may_be_gpu_claim(claim, view, policy) for claim in view.resource_claims)
+        or kai_pod(view, policy) is not None
+    )
+    if not holds:
+        return []
+    meta = view.meta_path or "metadata"
+    detail = (
+        f"names no controller ({view.owner_kind} is not one of gpuControllerKinds)"
+        if view.owner_kind
+        else "names no controller: a bare pod with a GPU holds it until someone deletes the pod"
+    )
+    return [
+        Violation(
+            rule=ID,
+            path=f"{meta}.ownerReferences",
+            detail=detail,
+            fix="run it as a Job (or a training job, e.g. a PyTorchJob) that ends, or a Deployment someone owns",
+            value=f'"{view.owner_kind}"' if view.owner_kind else None,
+        )
+    ]
+
+
+RULE: Rule = Rule(
+    id=ID,
+    check=check,
+    summary="A Pod that gets a GPU is owned by a controller of a `gpuControllerKinds` kind (Job, ReplicaSet, "
+    "StatefulSet, the training operators' jobs, RayCluster, ...), not created bare (off by default).",
+    why="Bare pods run until someone deletes them and hold GPUs nobody uses; a Job ends and a Deployment has an "
+    "owner. A list, not any controller: a pod can name any object its author owns as its controller.",
+    reads=("ownerReferences", "containers[*].resources", "resourceClaims"),
+    triggers=GPU_POD,
+    example={"spec": {"containers": [{"name": "notebook", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}},
+    default_mode=Mode.OFF,
+)
