@@ -35,6 +35,7 @@ TOKEN = "stand-in-token"
 # plural -> (group, kind, namespaced); the versions each group serves are set per instance.
 KINDS: dict[str, tuple[str, str, bool]] = {
     "nodes": ("", "Node", False),
+    "namespaces": ("", "Namespace", False),
     "pods": ("", "Pod", True),
     "podtemplates": ("", "PodTemplate", True),
     "replicationcontrollers": ("", "ReplicationController", True),

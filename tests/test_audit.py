@@ -210,3 +210,31 @@ def test_check_cluster_asks_would_this_fit(kube: KubeApi, tmp_path: Path) -> Non
     kube.stop()
     r = cli(kube, tmp_path, "check", "--cluster", "-f", str(manifest))
     assert r.returncode == 2 and "cannot reach the API server" in r.stderr
+
+
+def test_check_cluster_reads_namespace_labels_for_gpu_namespace_allowed(kube: KubeApi, tmp_path: Path) -> None:
+    """With gpu-namespace-allowed on, check --cluster lists namespaces too: a labelled one may run
+    GPU pods, an unlabelled one may not, one the cluster does not have fails closed."""
+    labelled = {"gpu.deckhouse.io/enabled": "true"}
+    kube.put(
+        *node_table(),
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml", "labels": labelled}},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "web", "labels": {}}},
+    )
+    config = tmp_path / "namespaces.yaml"
+    config.write_text(
+        yaml.safe_dump({"rules": {"gpu-namespace-allowed": "deny"}, "gpuNamespaceSelector": {"matchLabels": labelled}})
+    )
+    docs = []
+    for ns in ("ml", "web", "elsewhere"):
+        job = wrap(pod(container("train", gpu=1), tolerations=TOLERATE), "Job")
+        job["metadata"] = {"name": f"train-{ns}", "namespace": ns}
+        docs.append(job)
+    manifest = tmp_path / "jobs.yaml"
+    manifest.write_text(yaml.safe_dump_all(docs))
+    r = cli(kube, tmp_path, "check", "--cluster", "--config", str(config), "-o", "json", "-f", str(manifest))
+    assert r.returncode == 1, r.stderr
+    results = json.loads(r.stdout)["results"]
+    assert [x["allowed"] for x in results] == [True, False, False]
+    assert "does not carry labels matching gpu.deckhouse.io/enabled=true" in results[1]["message"]
+    assert "is not yet in gpu-policy's view of namespaces" in results[2]["message"]

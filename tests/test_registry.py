@@ -66,6 +66,7 @@ def test_shipped_policy_is_the_documented_one() -> None:
         "host-shm",
         "gpu-controller-owned",
         "gpu-max-per-pod",
+        "gpu-namespace-allowed",
     ]
 
 

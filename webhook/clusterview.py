@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -78,6 +79,22 @@ def _namespaced(obj: Any) -> tuple[str, str] | None:
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
         return None
     return (str(meta.get("namespace") or ""), meta["name"])
+
+
+def reduce_namespace(obj: Any) -> tuple[Any, Any] | None:
+    """name -> its labels as sorted pairs. Kept small for clusters of many namespaces: label keys
+    and values interned, equal label sets shared (hashable tuples, see Reflector._value), and
+    `kubernetes.io/metadata.name`, which only repeats the name, left out (the rule adds it back)."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+        return None
+    labels = meta.get("labels")
+    pairs = labels.items() if isinstance(labels, dict) else ()
+    kept = sorted((sys.intern(str(k)), sys.intern(str(v))) for k, v in pairs if k != NAME_LABEL)
+    return meta["name"], tuple(kept)
+
+
+NAME_LABEL = "kubernetes.io/metadata.name"
 
 
 def reduce_claim(obj: Any) -> tuple[Any, Any] | None:
@@ -296,7 +313,9 @@ class ClusterWatcher:
         publish: Callable[[ClusterView | None], None],
         timing: Timing | None = None,
         metrics: Any = None,
+        namespaces: bool = False,
     ) -> None:
+        """`namespaces`: also watch namespaces (for gpu-namespace-allowed; needs its RBAC)."""
         from kubernetes import client
 
         self.api_client = api_client
@@ -309,12 +328,21 @@ class ClusterWatcher:
         core = client.CoreV1Api(api_client)
         self.nodes = Reflector("nodes", core.list_node, node_key, self.dirty.set, self.stop, self.timing, metrics)
         self.nodes.reconnected = lambda: self.reconnected()
+        self.namespaces = (
+            Reflector(
+                "namespaces", core.list_namespace, reduce_namespace, self.dirty.set, self.stop, self.timing, metrics
+            )
+            if namespaces
+            else None
+        )
         self.dra: dict[str, Reflector] = {}
         self.dra_state = "unknown"  # unknown | absent (not served) | forbidden | watched
         self.threads: list[threading.Thread] = []
 
     def start(self) -> None:
         self._thread("nodes", self.nodes.run)
+        if self.namespaces is not None:
+            self._thread("namespaces", self.namespaces.run)
         self._thread("dra", self._start_dra)
         self._thread("publish", self._publisher)
 
@@ -382,6 +410,13 @@ class ClusterWatcher:
         from kubernetes.client.exceptions import ApiException
 
         self.nodes.list()
+        if self.namespaces is not None:
+            try:
+                self.namespaces.list()
+            except ApiException as exc:
+                if exc.status not in (401, 403):
+                    raise
+                log.warning("cannot list namespaces (%s): gpu-namespace-allowed fails closed", exc.status)
         custom = client.CustomObjectsApi(self.api_client)
         try:
             reflectors = self._dra_reflectors(custom, self._dra_version(custom))
@@ -440,12 +475,17 @@ class ClusterWatcher:
             extended = None if classes is None else frozenset(v for v in classes.values() if v)
             claims = tables.get("resourceclaims")
             templates = tables.get("resourceclaimtemplates")
+        namespaces = None
+        if self.namespaces is not None:
+            with self.namespaces.lock:
+                namespaces = dict(self.namespaces.store) if self.namespaces.synced else None
         return ClusterView(
             groups=group_nodes(pairs),
             nodes=len(pairs),
             claims=claims,
             claim_templates=templates,
             dra_extended=extended,
+            namespaces=namespaces,
         )
 
     def _publisher(self) -> None:

@@ -64,6 +64,8 @@ DEFAULTS: dict[str, Any] = {
     # The NVIDIA DRA driver's classes for whole GPUs and MIG devices (its ComputeDomain classes
     # hand out IMEX channels, not GPUs).
     "gpuDeviceClasses": ["gpu.nvidia.com", "mig.nvidia.com"],
+    "gpuNamespaces": [],
+    "gpuNamespaceSelector": None,
     "gpuMaxPerPod": 8,
     # The controllers whose pods end (Jobs and the training operators' kinds) or serve (ReplicaSets
     # and StatefulSets under Deployments, LeaderWorkerSets, KServe), as ownerReferences name them.
@@ -147,6 +149,9 @@ COMMENTS: dict[str, str] = {
     "gpuRuntimeClasses": "runtime classes that give a pod every GPU (the GPU operator's management classes)",
     "gpuDeviceClasses": "DRA DeviceClasses that are GPUs: with the cluster view, claims of other classes are not",
     "gpuInstanceTypes": "prefixes of node.kubernetes.io/instance-type values of GPU machines (nodeSelector)",
+    "gpuNamespaces": "gpu-namespace-allowed: namespaces that may run GPU pods, by name",
+    "gpuNamespaceSelector": "gpu-namespace-allowed: {matchLabels: {...}, matchExpressions: [...]} of namespaces "
+    "that may run GPU pods (labels from the cluster view; unknown namespaces fail closed)",
     "gpuMaxPerPod": "gpu-max-per-pod: GPU devices one pod may ask for (containers summed, or the largest init)",
     "gpuControllerKinds": "gpu-controller-owned: ownerReferences kinds that may own a GPU pod (Volcano's is Job)",
     "webhookNamespace": "the webhook's own namespace, always exempt; default: $POD_NAMESPACE",
@@ -432,6 +437,8 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
     instance_types = _strings(problems, "gpuInstanceTypes", c["gpuInstanceTypes"])
     device_classes = _names(problems, "gpuDeviceClasses", c["gpuDeviceClasses"], _SUBDOMAIN, "a DeviceClass name")
     controller_kinds = _strings(problems, "gpuControllerKinds", c["gpuControllerKinds"])
+    gpu_namespaces = _names(problems, "gpuNamespaces", c["gpuNamespaces"], _NAMESPACE, "a namespace name")
+    ns_labels, ns_expressions = _label_selector(problems, "gpuNamespaceSelector", c["gpuNamespaceSelector"])
     max_per_pod = c["gpuMaxPerPod"]
     if _expect(problems, "gpuMaxPerPod", max_per_pod, int, "a whole number of GPUs") and max_per_pod < 1:
         problems.append(f"gpuMaxPerPod: must be at least 1, got {max_per_pod}")
@@ -546,6 +553,9 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
         gpu_device_classes=frozenset(device_classes),
         gpu_max_per_pod=max_per_pod if isinstance(max_per_pod, int) else 0,
         gpu_controller_kinds=frozenset(controller_kinds),
+        gpu_namespaces=frozenset(gpu_namespaces),
+        gpu_namespace_labels=ns_labels,
+        gpu_namespace_expressions=ns_expressions,
         cluster=None,
     )
     return Settings(
@@ -563,6 +573,51 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
         cluster_view=server["clusterView"] == "auto",
         effective=c,
     )
+
+
+_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def _label_selector(
+    problems: list[str], key: str, value: Any
+) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str, tuple[str, ...]], ...]]:
+    """A Kubernetes label selector (matchLabels, matchExpressions), or null: (pairs, expressions)."""
+    if value is None:
+        return (), ()
+    if not isinstance(value, Mapping):
+        problems.append(f"{key}: must be null or a label selector (matchLabels, matchExpressions), got {_kind(value)}")
+        return (), ()
+    for extra in sorted(set(value) - {"matchLabels", "matchExpressions"}):
+        problems.append(f"{key}.{extra}: unknown key (a label selector has matchLabels and matchExpressions)")
+    pairs: list[tuple[str, str]] = []
+    labels = value.get("matchLabels") or {}
+    if not isinstance(labels, Mapping):
+        problems.append(f"{key}.matchLabels: must be a mapping of label keys to values, got {_kind(labels)}")
+        labels = {}
+    for k, v in labels.items():
+        if not isinstance(k, str) or not _LABEL_KEY.match(k) or not isinstance(v, str):
+            problems.append(f"{key}.matchLabels: {k!r}: {v!r} is not a label key and a string value")
+        else:
+            pairs.append((k, v))
+    expressions: list[tuple[str, str, tuple[str, ...]]] = []
+    found = value.get("matchExpressions") or []
+    if not isinstance(found, list):
+        problems.append(f"{key}.matchExpressions: must be a list, got {_kind(found)}")
+        found = []
+    for i, e in enumerate(found):
+        where = f"{key}.matchExpressions[{i}]"
+        if not isinstance(e, Mapping) or not isinstance(e.get("key"), str) or e.get("operator") not in _OPERATORS:
+            problems.append(f"{where}: must have a key and an operator of {', '.join(_OPERATORS)}, got {e!r}")
+            continue
+        values = e.get("values") or []
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            problems.append(f"{where}.values: must be a list of strings, got {_kind(values)}")
+            continue
+        if (e["operator"] in ("In", "NotIn")) != bool(values):
+            problems.append(f"{where}: In and NotIn need values, Exists and DoesNotExist take none")
+            continue
+        expressions.append((e["key"], e["operator"], tuple(values)))
+    return tuple(pairs), tuple(expressions)
 
 
 def _names(problems: list[str], key: str, value: Any, pattern: re.Pattern[str], what: str) -> list[str]:

@@ -14,6 +14,7 @@ from . import admission
 from .answer import TEXT, Answer, Cell, ReviewHandler
 from .config import Settings
 from .metrics import Metrics
+from .policy import Mode
 from .reload import Active, ConfigReloader, VersionWatcher, activate
 from .transport import Limits, Route, Transport
 
@@ -205,7 +206,12 @@ def _start_cluster_view(webhook: Webhook) -> Any:
     def publish(view: Any) -> None:  # from the publisher thread
         loop.call_soon_threadsafe(apply, view)
 
-    watcher = ClusterWatcher(webhook.cluster_client, publish, webhook.cluster_timing or Timing(), counters)
+    # Namespaces only for gpu-namespace-allowed (the chart grants their RBAC only then); turned on
+    # by a later reload it fails closed until a restart (the chart rolls the pods when it changes).
+    namespaces = cell.active.policy.mode("gpu-namespace-allowed") is not Mode.OFF
+    watcher = ClusterWatcher(
+        webhook.cluster_client, publish, webhook.cluster_timing or Timing(), counters, namespaces=namespaces
+    )
     version_watcher = webhook.version_watcher
     if version_watcher is not None:  # a reconnect may follow a control-plane upgrade
 

@@ -38,7 +38,8 @@ def with_cluster(args: argparse.Namespace, policy: Policy, client: Any = None) -
 
     client = client if client is not None else connect(args)
     try:
-        view = ClusterWatcher(client, lambda _view: None).snapshot()
+        watch_namespaces = policy.mode("gpu-namespace-allowed") is not Mode.OFF
+        view = ClusterWatcher(client, lambda _view: None, namespaces=watch_namespaces).snapshot()
     except ApiException as exc:
         raise ClusterError(f"listing nodes: {exc.status} {exc.reason} (RBAC: list nodes)") from None
     except Exception as exc:

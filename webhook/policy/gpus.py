@@ -190,6 +190,16 @@ def gpu_pod(view: PodView, policy: Policy) -> bool:
     )
 
 
+def gets_gpu(view: PodView, policy: Policy) -> bool:
+    """The pod holds a GPU however the model knows one is got: a device or companion resource,
+    a DRA claim that may be a GPU, a KAI fraction (a pod merely pinned to GPU nodes holds none)."""
+    return (
+        any(source(c, view, policy) is not None for c in view.containers)
+        or any(may_be_gpu_claim(claim, view, policy) for claim in view.resource_claims)
+        or kai_pod(view, policy) is not None
+    )
+
+
 def pinned_to_gpu_nodes(view: PodView, policy: Policy) -> bool:
     """nodeSelector or required node affinity on a GPU node label (the accelerator label,
     gpuNodeLabels), or a nodeSelector on a GPU machine family (gpuInstanceTypes)."""

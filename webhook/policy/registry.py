@@ -15,6 +15,7 @@ from .rules import (
     gpu_fits_some_node,
     gpu_limitrange,
     gpu_max_per_pod,
+    gpu_namespace_allowed,
     gpu_node_agent,
     gpu_quantity,
     gpu_requests_equal_limits,
@@ -53,6 +54,7 @@ RULES: tuple[Rule, ...] = (
     known_accelerator.RULE,
     gpu_controller_owned.RULE,
     gpu_max_per_pod.RULE,
+    gpu_namespace_allowed.RULE,
 )
 
 OBJECT_RULES: tuple[ObjectRule, ...] = (
@@ -111,4 +113,6 @@ def check_pod(view: PodView, policy: Policy, on: list[bool]) -> list[Violation]:
         out.extend(gpu_controller_owned.check(view, policy))
     if on[19]:
         out.extend(gpu_max_per_pod.check(view, policy))
+    if on[20]:
+        out.extend(gpu_namespace_allowed.check(view, policy))
     return out

@@ -91,6 +91,9 @@ class ClusterView:
     # on nodes that do not advertise them, so "no node advertises it" cannot be said of them.
     # None while DeviceClasses are not known (DRA served but not synced): then no such claim is made.
     dra_extended: frozenset[str] | None = frozenset()
+    # Namespace name -> its labels (sorted pairs; equal label sets share one tuple), or None while
+    # namespaces are not watched or not synced (gpu-namespace-allowed then fails closed).
+    namespaces: Mapping[str, tuple[tuple[str, str], ...]] | None = None
     # answers computed from this view (label values, node matches of one placement): they stay
     # valid exactly as long as the view, which is replaced whole on every change
     memo: dict[Any, Any] = dataclass_field(default_factory=dict, compare=False, repr=False)
@@ -164,6 +167,11 @@ class Policy:
     # (ownerReferences kinds) that may own a GPU pod.
     gpu_max_per_pod: int
     gpu_controller_kinds: frozenset[str]
+    # gpu-namespace-allowed: namespaces that may run GPU pods by name, or by their labels
+    # (a label selector: matchLabels pairs and matchExpressions as (key, operator, values)).
+    gpu_namespaces: frozenset[str]
+    gpu_namespace_labels: tuple[tuple[str, str], ...]
+    gpu_namespace_expressions: tuple[tuple[str, str, tuple[str, ...]], ...]
     # The live cluster (webhook.clusterview), or None: not watched, or not synced yet. The
     # pre-flight rules say nothing without it; never deny on missing data.
     cluster: ClusterView | None

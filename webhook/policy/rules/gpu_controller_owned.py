@@ -14,7 +14,7 @@ can name any object they own as its controller.
 
 from __future__ import annotations
 
-from ..gpus import kai_pod, may_be_gpu_claim, source
+from ..gpus import gets_gpu
 from ..objects import PodView
 from ..types import GPU_POD, Mode, Policy, Rule, Violation
 
@@ -24,12 +24,7 @@ ID = "gpu-controller-owned"
 def check(view: PodView, policy: Policy) -> list[Violation]:
     if view.kind != "Pod" or view.owner_kind in policy.gpu_controller_kinds:
         return []
-    holds = (
-        any(source(c, view, policy) is not None for c in view.containers)
-        or any(may_be_gpu_claim(claim, view, policy) for claim in view.resource_claims)
-        or kai_pod(view, policy) is not None
-    )
-    if not holds:
+    if not gets_gpu(view, policy):
         return []
     meta = view.meta_path or "metadata"
     detail = (

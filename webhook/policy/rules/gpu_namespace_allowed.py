@@ -1,0 +1,98 @@
+"""gpu-namespace-allowed (off by default): GPU pods only in the namespaces the platform names.
+
+Looked at: pods and pod templates that get a GPU however the model knows (a device or
+companion resource, a DRA claim, a KAI fraction). Allowed: in a namespace listed in
+gpuNamespaces, or whose labels match gpuNamespaceSelector (a label selector: matchLabels and
+matchExpressions, as Kubernetes reads them). Labels come from the cluster view (a watch of
+namespaces); while it has not seen the namespace (not synced, or the namespace was created a
+moment ago) the rule fails closed and says so: an unknown namespace is never a GPU namespace by
+accident. Exempt namespaces are never judged.
+
+Why: shared GPU clusters grant GPUs per team; Deckhouse ships this very rule ("deny GPU pods
+unless the namespace carries label X") and fails closed too.
+"""
+
+from __future__ import annotations
+
+from ..gpus import gets_gpu
+from ..objects import PodView
+from ..types import GPU_POD, Mode, Policy, Rule, Violation
+
+ID = "gpu-namespace-allowed"
+NAME_LABEL = "kubernetes.io/metadata.name"  # every namespace's own name (the view leaves it out)
+FIX = "ask the platform to label the namespace to match gpuNamespaceSelector, or to list it in gpuNamespaces"
+
+
+def matches(labels: dict[str, str], policy: Policy) -> bool:
+    """Label selector semantics: every matchLabels pair and every expression holds; an empty
+    selector selects nothing here (a selector that allows every namespace is no allow-list)."""
+    if not policy.gpu_namespace_labels and not policy.gpu_namespace_expressions:
+        return False
+    if any(labels.get(k) != v for k, v in policy.gpu_namespace_labels):
+        return False
+    for key, op, values in policy.gpu_namespace_expressions:
+        present = key in labels
+        if (
+            (op == "In" and (not present or labels[key] not in values))
+            or (op == "NotIn" and present and labels[key] in values)
+            or (op == "Exists" and not present)
+            or (op == "DoesNotExist" and present)
+        ):
+            return False
+    return True
+
+
+def wanted(policy: Policy) -> str:
+    """The selector as a person writes it: `gpu.deckhouse.io/enabled=true,team in (a,b)`."""
+    parts = [f"{k}={v}" for k, v in policy.gpu_namespace_labels]
+    for key, op, values in policy.gpu_namespace_expressions:
+        if op in ("In", "NotIn"):
+            parts.append(f"{key} {op.lower()} ({','.join(values)})")
+        else:
+            parts.append(key if op == "Exists" else f"!{key}")
+    return ",".join(parts)
+
+
+def check(view: PodView, policy: Policy) -> list[Violation]:
+    namespace = view.namespace
+    if namespace in policy.gpu_namespaces or not gets_gpu(view, policy):
+        return []
+    path = "metadata.namespace"  # the object's, a template's too
+    if not policy.gpu_namespace_labels and not policy.gpu_namespace_expressions:
+        detail = "may not run GPU pods: it is not in gpuNamespaces"
+        return [Violation(ID, path, detail, "ask the platform to list it in gpuNamespaces", value=f'"{namespace}"')]
+    known = policy.cluster.namespaces if policy.cluster is not None else None
+    if known is None:
+        detail = (
+            f"may run GPU pods only if its labels match {wanted(policy)}, and gpu-policy does not see namespace "
+            "labels yet (its cluster view is not synced): failing closed, retry in a moment"
+        )
+        return [Violation(ID, path, detail, FIX, value=f'"{namespace}"')]
+    labels = known.get(namespace)
+    if labels is None:
+        detail = (
+            f"is not yet in gpu-policy's view of namespaces (created a moment ago?): failing closed until it is; "
+            f"GPU pods need labels matching {wanted(policy)}"
+        )
+        return [Violation(ID, path, detail, FIX, value=f'"{namespace}"')]
+    if matches({**dict(labels), NAME_LABEL: namespace}, policy):
+        return []
+    detail = f"does not carry labels matching {wanted(policy)}: GPU pods are for the namespaces that do"
+    return [Violation(ID, path, detail, FIX, value=f'"{namespace}"')]
+
+
+RULE: Rule = Rule(
+    id=ID,
+    check=check,
+    summary="A pod or template that gets a GPU runs in a namespace listed in `gpuNamespaces` or labelled to match "
+    "`gpuNamespaceSelector`; an unknown namespace fails closed (off by default).",
+    why="Shared GPU clusters grant GPUs per team. The labels come from a watch of namespaces; until it has seen "
+    "one, no GPU pod runs there by accident.",
+    reads=("metadata.namespace", "containers[*].resources", "resourceClaims"),
+    triggers=GPU_POD,
+    example={
+        "metadata": {"namespace": "team-a"},
+        "spec": {"containers": [{"name": "t", "resources": {"limits": {"nvidia.com/gpu": 1}}}]},
+    },
+    default_mode=Mode.OFF,
+)
