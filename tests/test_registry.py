@@ -67,6 +67,7 @@ def test_shipped_policy_is_the_documented_one() -> None:
         "gpu-controller-owned",
         "gpu-max-per-pod",
         "gpu-namespace-allowed",
+        "gpu-quota-advice",
     ]
 
 

@@ -18,6 +18,7 @@ from .rules import (
     gpu_namespace_allowed,
     gpu_node_agent,
     gpu_quantity,
+    gpu_quota_advice,
     gpu_requests_equal_limits,
     gpu_resource_advertised,
     gpu_shared_slots,
@@ -59,6 +60,7 @@ RULES: tuple[Rule, ...] = (
 
 OBJECT_RULES: tuple[ObjectRule, ...] = (
     gpu_limitrange.RULE,
+    gpu_quota_advice.RULE,
 )
 
 MUTATIONS: tuple[Mutation, ...] = (

@@ -57,7 +57,7 @@ every pod the policy acts on.
 - apiGroups: [""]
   apiVersions: ["v1"]
   operations: ["CREATE", "UPDATE"]
-  resources: ["podtemplates", "replicationcontrollers", "limitranges"]
+  resources: ["podtemplates", "replicationcontrollers", "limitranges", "resourcequotas"]
   scope: "Namespaced"
 - apiGroups: ["apps"]
   apiVersions: ["v1"]
