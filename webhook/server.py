@@ -16,7 +16,7 @@ from .config import Settings
 from .metrics import Metrics
 from .policy import Mode
 from .reload import Active, ConfigReloader, VersionWatcher, activate
-from .transport import Limits, Route, Transport
+from .transport import Route, Transport
 
 if TYPE_CHECKING:
     from .tls import CertReloader
@@ -113,9 +113,6 @@ class Webhook:
             return 200, TEXT, f"ok\n{view}\n".encode(), False
         return 503, TEXT, f"not ready\n{view}\n".encode(), False
 
-    def limits(self) -> Limits:
-        return limits(self.settings)
-
     def count_body_wait(self, delta: int) -> None:
         self.metrics.in_flight += delta
 
@@ -145,14 +142,10 @@ def healthz(_content_type: str = "", _body: bytes = b"") -> Answer:
     return 200, TEXT, b"ok", False
 
 
-def limits(s: Settings) -> Limits:
-    return Limits(s.max_request_bytes, s.idle_seconds, s.body_seconds, s.header_seconds, s.write_seconds)
-
-
 async def serve(webhook: Webhook, host: str, port: int, context: Any, *, reuse_port: bool = False) -> Transport:
     """The TLS port answering `webhook`'s routes, after its watchers started."""
     await webhook.start()
-    http = Transport(webhook.routes, webhook.limits(), webhook.count_body_wait)
+    http = Transport(webhook.routes, webhook.settings, webhook.count_body_wait)
     try:
         await http.start(host, port, context, reuse_port=reuse_port)
     except BaseException:
@@ -170,7 +163,7 @@ async def shutdown(webhook: Webhook, http: Transport, timeout: float = 15.0) -> 
 async def serve_metrics(webhook: Webhook, host: str, port: int) -> Transport:
     """The plain-HTTP metrics port (Prometheus scrapes it without TLS or our CA): /metrics and
     the probes, on the same transport and limits as the TLS port."""
-    http = Transport(webhook.metrics_routes, webhook.limits())
+    http = Transport(webhook.metrics_routes, webhook.settings)
     await http.start(host, port, None)
     return http
 

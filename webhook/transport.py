@@ -32,12 +32,13 @@ import asyncio
 import logging
 import ssl
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from aiohttp import hdrs, web
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 
 from .answer import JSON, TEXT, Answer, Handler
+from .config import Settings
 from .review import dumps
 
 log = logging.getLogger("gpu-policy.http")
@@ -57,21 +58,6 @@ class Route:
         self.handler = handler
         self.body = body
         self.allow = ", ".join(sorted(methods))
-
-
-class Limits:
-    """What the transport enforces (config's server section)."""
-
-    __slots__ = ("body_seconds", "header_seconds", "idle_seconds", "max_body", "write_seconds")
-
-    def __init__(
-        self, max_body: int, idle_seconds: float, body_seconds: float, header_seconds: float, write_seconds: float
-    ) -> None:
-        self.max_body = max_body
-        self.idle_seconds = idle_seconds
-        self.body_seconds = body_seconds
-        self.header_seconds = header_seconds
-        self.write_seconds = write_seconds
 
 
 class Connection(web.RequestHandler):
@@ -119,28 +105,25 @@ class Connection(web.RequestHandler):
         DEBUG line. Anything else is ours, and stays an ERROR with its traceback."""
         if isinstance(exc, ConnectionError):
             log.debug("%s went away mid-request: %s", _peer(self), exc)
-            response = _json_error(400, "connection lost")
-            response.force_close()
-            return response
+            return refusal(400, "connection lost")
         if not isinstance(exc, HttpProcessingError):
             return super().handle_error(request, status, exc, message)
         # LineTooLong is a request line or a header line past max_line_size/max_field_size.
         status = 431 if isinstance(exc, LineTooLong) else 400
         text = (message or exc.message or type(exc).__name__).splitlines()[0]
         log.warning("malformed HTTP request from %s: %s", _peer(self), text)
-        response = _json_error(status, f"malformed HTTP request: {text}")
-        response.force_close()
-        return response
+        return refusal(status, f"malformed HTTP request: {text}")
 
 
 class Transport:
-    """One listening socket answering `routes` (path -> Route) under `limits`."""
+    """One listening socket answering `routes` (path -> Route) under the server section of `settings`
+    (maxRequestBytes and the idle, header, body and write deadlines)."""
 
     def __init__(
-        self, routes: dict[str, Route], limits: Limits, on_body_wait: Callable[[int], None] | None = None
+        self, routes: dict[str, Route], settings: Settings, on_body_wait: Callable[[int], None] | None = None
     ) -> None:
         self.routes = routes
-        self.limits = limits
+        self.settings = settings
         self.closing = False  # stop() called: every answer closes its connection
         # Told +1 / -1 as a request's body starts and stops being awaited (the in-flight gauge).
         self.on_body_wait = on_body_wait or (lambda _n: None)
@@ -152,8 +135,8 @@ class Transport:
         self, host: str, port: int, ssl_context: ssl.SSLContext | None, *, reuse_port: bool = False
     ) -> None:
         loop = asyncio.get_running_loop()
-        limits = self.limits
-        max_body = limits.max_body
+        limits = self.settings  # the server section: maxRequestBytes and the deadlines
+        max_body = limits.max_request_bytes
 
         def request(message: Any, payload: Any, protocol: Any, writer: Any, task: Any) -> web.BaseRequest:
             # client_max_size: aiohttp's read() refuses a body as it crosses the limit.
@@ -194,7 +177,7 @@ class Transport:
 
     async def _sweep(self) -> None:
         """Ours: the header and write deadlines of every connection, a few times a second."""
-        limits = self.limits
+        limits = self.settings  # the server section: maxRequestBytes and the deadlines
         interval = min(1.0, max(0.05, min(limits.header_seconds, limits.write_seconds) / 4))
         loop = asyncio.get_running_loop()
         while True:
@@ -243,11 +226,10 @@ class Transport:
             await self._listener.wait_closed()
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
-        conn = request.protocol
+        conn = cast(Connection, request.protocol)  # made by our factory, always
         # Headers are complete: the header deadline is met; until we return, bytes are this body.
-        if isinstance(conn, Connection):
-            conn.busy = True
-            conn.headers_since = 0.0
+        conn.busy = True
+        conn.headers_since = 0.0
         try:
             route = self.routes.get(request.path)
             if route is None:
@@ -258,14 +240,14 @@ class Transport:
                 return response
             body = b""
             if route.body:
-                limit = self.limits.max_body
+                limit = self.settings.max_request_bytes
                 content = request.content
                 if content.is_eof() and hdrs.EXPECT not in request.headers:
                     # Most bodies arrive with their headers: taken as they are, no copy, no wait
                     # (a declared length is the body's length; llhttp has counted it).
                     body = content.read_nowait()
                     if len(body) > limit:
-                        return self._refuse(413, f"body larger than the {limit} byte limit: {len(body)} bytes")
+                        return refusal(413, f"body larger than the {limit} byte limit: {len(body)} bytes")
                 else:
                     refused = await self._before_body(request, limit)
                     if refused is not None:
@@ -273,16 +255,16 @@ class Transport:
                     try:
                         self.on_body_wait(1)
                         try:
-                            async with asyncio.timeout(self.limits.body_seconds):
+                            async with asyncio.timeout(self.settings.body_seconds):
                                 body = await request.read()
                         finally:
                             self.on_body_wait(-1)
                     except web.HTTPRequestEntityTooLarge:
-                        return self._refuse(413, f"body larger than the {limit} byte limit")
+                        return refusal(413, f"body larger than the {limit} byte limit")
                     except TimeoutError:
                         # A client trickling its body must not hold a handler: 408, and the connection closes.
-                        seconds = self.limits.body_seconds
-                        return self._refuse(408, f"request body not complete within {seconds:g} s")
+                        seconds = self.settings.body_seconds
+                        return refusal(408, f"request body not complete within {seconds:g} s")
             try:
                 answer = route.handler(request.content_type, body)
             except Exception:  # the handlers catch their own; this is the transport's last line
@@ -290,15 +272,14 @@ class Transport:
                 answer = (500, TEXT, b"internal error\n", True)
             return self._reply(answer)
         finally:
-            if isinstance(conn, Connection):
-                conn.busy = False
+            conn.busy = False
 
     async def _before_body(self, request: web.BaseRequest, limit: int) -> web.StreamResponse | None:
         """Before the body is read: 413 from a declared length past the limit; else what an
         `Expect` asks for (a `100 Continue`, or 417 for an expectation we do not know)."""
         declared = request.content_length
         if declared is not None and declared > limit:
-            return self._refuse(413, f"body larger than the {limit} byte limit: {declared} bytes declared")
+            return refusal(413, f"body larger than the {limit} byte limit: {declared} bytes declared")
         if hdrs.EXPECT in request.headers:
             return await self._continue(request, not request.content.is_eof())
         return None
@@ -312,7 +293,7 @@ class Transport:
             return None  # HTTP/1.0 has no 100 (RFC 9110 §10.1.1): the body simply follows
         expect = request.headers.get(hdrs.EXPECT, "")
         if expect.lower() != "100-continue":
-            return self._refuse(417, f"unknown expectation: {expect[:100]}")
+            return refusal(417, f"unknown expectation: {expect[:100]}")
         if not waiting:
             return None
         await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
@@ -328,16 +309,13 @@ class Transport:
             response.force_close()
         return response
 
-    def _refuse(self, status: int, message: str) -> web.Response:
-        """An answer instead of the request; the connection closes after it (aiohttp first reads
-        what is left of the body for up to LINGER_SECONDS, so the client reads the answer)."""
-        response = _json_error(status, message)
-        response.force_close()
-        return response
 
-
-def _json_error(status: int, message: str) -> web.Response:
-    return web.Response(status=status, body=dumps({"error": message}), headers={hdrs.CONTENT_TYPE: JSON})
+def refusal(status: int, message: str) -> web.Response:
+    """An answer instead of the request; the connection closes after it (aiohttp first reads
+    what is left of the body for up to LINGER_SECONDS, so the client reads the answer)."""
+    response = web.Response(status=status, body=dumps({"error": message}), headers={hdrs.CONTENT_TYPE: JSON})
+    response.force_close()
+    return response
 
 
 def _peer(conn: web.RequestHandler) -> str:

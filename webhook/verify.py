@@ -499,8 +499,7 @@ class Verifier:
             f"probe {waiting[0]} did not report within --timeout {self.o.timeout:g} s "
             f"({phases.get(waiting[0], 'Pending')})",
             {"node": node, "resource": resource, "waiting": waiting},
-            "the scheduler's event says why (e.g. Insufficient nvidia.com/gpu: the GPUs are in use); "
-            "an image pull that hangs: --image",
+            _PENDING_FIX,
         )
 
     def webhook(self) -> None:
@@ -673,8 +672,7 @@ class Verifier:
             FAIL,
             f"probe {name} did not finish within --timeout {self.o.timeout:g} s ({last or 'Pending'})",
             {"node": node, "resource": resource, "events": reasons},
-            "the scheduler's event says why (e.g. Insufficient nvidia.com/gpu: the GPUs are in use); "
-            "an image pull that hangs: --image",
+            _PENDING_FIX,
         )
 
     @contextmanager
@@ -726,6 +724,10 @@ _WIRING = (
     "(failurePolicy, namespaceSelector: this namespace may be excluded), its caBundle, and the Service's endpoints"
 )
 _IMAGE_FIX = "the probe image must have sh and ls (--image); its log is in the evidence"
+_PENDING_FIX = (
+    "the scheduler's event says why (e.g. Insufficient nvidia.com/gpu: the GPUs are in use); "
+    "an image pull that hangs: --image"
+)
 
 
 def _asked(container: dict[str, Any], resource: str) -> int:

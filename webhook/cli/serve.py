@@ -140,7 +140,7 @@ def _serve_snapshots(settings: Settings, host: str, port: int, folder: str, chil
     workers' ports, on an event loop of its own in a thread."""
     import threading
 
-    from ..server import GET, Exposition, healthz, limits
+    from ..server import GET, Exposition, healthz
     from ..transport import Route, Transport
 
     def render() -> bytes:
@@ -159,7 +159,7 @@ def _serve_snapshots(settings: Settings, host: str, port: int, folder: str, chil
 
     def run() -> None:
         loop = asyncio.new_event_loop()
-        transport = Transport(routes, limits(settings))
+        transport = Transport(routes, settings)
         try:
             loop.run_until_complete(transport.start(host, port, None))
         except OSError as exc:

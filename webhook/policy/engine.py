@@ -10,7 +10,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from .gpus import is_companion, is_device, node_agent
+from .gpus import agent_account, is_companion, is_device, node_agent
 from .mutations import isolate_non_gpu
 from .nodes import view_of_nodes
 from .objects import PodView, ShapeError, build_views, find_templates
@@ -98,7 +98,7 @@ def pod_violations(pod: PodView, policy: Policy) -> list[Violation]:
 def _agent_fix(v: Violation, pod: PodView) -> Violation:
     if v.rule == NODE_AGENT:  # its fix is the exemption already
         return v
-    account = f"{pod.namespace or '<namespace>'}/{pod.service_account}"
+    account = agent_account(pod)
     fix = (
         f'if this is a trusted GPU node agent, the platform exempts it: "{account}" in exemptServiceAccounts '
         f"(or its namespace in exemptNamespaces); otherwise {v.fix}"

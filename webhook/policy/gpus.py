@@ -182,12 +182,7 @@ def gpu_pod(view: PodView, policy: Policy) -> bool:
     """A pod that may run with a GPU: any container with a GPU source, DRA claims on the pod, a
     KAI fraction pod, or a pod pinned to GPU nodes by a GPU node label (the accelerator label,
     or gpuNodeLabels: GKE's, the GPU operator's, EKS's)."""
-    return (
-        any(may_be_gpu_claim(claim, view, policy) for claim in view.resource_claims)
-        or any(source(c, view, policy) is not None for c in view.containers)
-        or pinned_to_gpu_nodes(view, policy)
-        or kai_pod(view, policy) is not None
-    )
+    return gets_gpu(view, policy) or pinned_to_gpu_nodes(view, policy)
 
 
 def gets_gpu(view: PodView, policy: Policy) -> bool:
@@ -280,6 +275,11 @@ def node_agent(view: PodView, policy: Policy) -> bool:
     return pinned_to_gpu_nodes(view, policy) or any(
         c.image.startswith(policy.node_agent_images) or zero_request(c, policy) is not None for c in view.containers
     )
+
+
+def agent_account(view: PodView) -> str:
+    """The exemptServiceAccounts entry that would exempt `view` (namespace/serviceAccount)."""
+    return f"{view.namespace or '<namespace>'}/{view.service_account}"
 
 
 def zero_request(c: Container, policy: Policy) -> tuple[str, str] | None:

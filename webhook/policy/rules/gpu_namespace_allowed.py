@@ -57,28 +57,28 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     namespace = view.namespace
     if namespace in policy.gpu_namespaces or not gets_gpu(view, policy):
         return []
-    path = "metadata.namespace"  # the object's, a template's too
+    fix = FIX
     if not policy.gpu_namespace_labels and not policy.gpu_namespace_expressions:
-        detail = "may not run GPU pods: it is not in gpuNamespaces"
-        return [Violation(ID, path, detail, "ask the platform to list it in gpuNamespaces", value=f'"{namespace}"')]
-    known = policy.cluster.namespaces if policy.cluster is not None else None
-    if known is None:
-        detail = (
-            f"may run GPU pods only if its labels match {wanted(policy)}, and gpu-policy does not see namespace "
-            "labels yet (its cluster view is not synced): failing closed, retry in a moment"
-        )
-        return [Violation(ID, path, detail, FIX, value=f'"{namespace}"')]
-    labels = known.get(namespace)
-    if labels is None:
-        detail = (
-            f"is not yet in gpu-policy's view of namespaces (created a moment ago?): failing closed until it is; "
-            f"GPU pods need labels matching {wanted(policy)}"
-        )
-        return [Violation(ID, path, detail, FIX, value=f'"{namespace}"')]
-    if matches({**dict(labels), NAME_LABEL: namespace}, policy):
-        return []
-    detail = f"does not carry labels matching {wanted(policy)}: GPU pods are for the namespaces that do"
-    return [Violation(ID, path, detail, FIX, value=f'"{namespace}"')]
+        detail, fix = "may not run GPU pods: it is not in gpuNamespaces", "ask the platform to list it in gpuNamespaces"
+    else:
+        known = policy.cluster.namespaces if policy.cluster is not None else None
+        labels = known.get(namespace) if known is not None else None
+        if known is None:
+            detail = (
+                f"may run GPU pods only if its labels match {wanted(policy)}, and gpu-policy does not see namespace "
+                "labels yet (its cluster view is not synced): failing closed, retry in a moment"
+            )
+        elif labels is None:
+            detail = (
+                "is not yet in gpu-policy's view of namespaces (created a moment ago?): failing closed until it is; "
+                f"GPU pods need labels matching {wanted(policy)}"
+            )
+        elif matches({**dict(labels), NAME_LABEL: namespace}, policy):
+            return []
+        else:
+            detail = f"does not carry labels matching {wanted(policy)}: GPU pods are for the namespaces that do"
+    # metadata.namespace: the object's, a template's too
+    return [Violation(ID, "metadata.namespace", detail, fix, value=f'"{namespace}"')]
 
 
 RULE: Rule = Rule(

@@ -17,7 +17,7 @@ they silently report nothing. The fix is an exemption the platform grants in con
 
 from __future__ import annotations
 
-from ..gpus import node_agent, pinned_to_gpu_nodes, sees_no_gpu, zero_request
+from ..gpus import agent_account, node_agent, pinned_to_gpu_nodes, sees_no_gpu, zero_request
 from ..objects import PodView
 from ..types import GPU_RESOURCE, Mode, Policy, Rule, Trigger, Violation, Where
 
@@ -27,7 +27,7 @@ ID = "gpu-node-agent"
 def check(view: PodView, policy: Policy) -> list[Violation]:
     if not node_agent(view, policy):
         return []
-    account = f"{view.namespace or '<namespace>'}/{view.service_account}"
+    account = agent_account(view)
     # The exemption comes early: a warning is cut at 256 characters, the fix first.
     blind = f'isolation voids it unless exemptServiceAccounts lists "{account}"'
     fix = f'a trusted agent: add "{account}" to exemptServiceAccounts in gpu-policy\'s config; else ask for a GPU'
