@@ -12,7 +12,7 @@ HOST    ?= 127.0.0.1
 PORT    ?= 8443
 CERTS   := certs/dev
 
-.PHONY: all venv certs compiled run test soak lint generate pytest pytest-pure helm bench bench-tools profile image image-tools image-test clean
+.PHONY: all venv certs compiled run test soak lint generate pytest pytest-pure helm bench bench-tools profile image sbom image-tools image-test clean
 
 all: test
 
@@ -110,14 +110,34 @@ REVISION := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 ENGINE  ?= $(shell command -v docker >/dev/null && docker info >/dev/null 2>&1 && echo docker || \
                     (command -v podman >/dev/null && echo podman) || (command -v buildah >/dev/null && echo buildah))
 
-# Builds with whichever of docker, podman, buildah works here; BASE_IMAGE= picks another base.
+IMAGE_OUT := build/image
+SBOM_IN_IMAGE := /usr/share/doc/gpu-policy/sbom.cdx.json
+
+# Builds with whichever of docker, podman, buildah works here; BASE_IMAGE= picks another build base
+# (Debian bookworm). Writes the image archive and its SBOM to $(IMAGE_OUT)/.
 image:
 	@test -n "$(ENGINE)" || { echo "no docker, podman or buildah found"; exit 2; }
 	$(ENGINE) $(if $(filter buildah,$(ENGINE)),bud,build) -f Containerfile -t $(IMAGE):$(TAG) \
 		--build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) \
 		$(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE)) .
-	@echo "built $(IMAGE):$(TAG)"
+	@mkdir -p $(IMAGE_OUT) && rm -f $(IMAGE_OUT)/gpu-policy-$(TAG).tar
+	$(if $(filter buildah,$(ENGINE)),buildah push $(IMAGE):$(TAG) oci-archive:$(IMAGE_OUT)/gpu-policy-$(TAG).tar,\
+		$(ENGINE) save -o $(IMAGE_OUT)/gpu-policy-$(TAG).tar $(IMAGE):$(TAG))
+	@$(MAKE) --no-print-directory sbom
 	@$(ENGINE) images $(IMAGE):$(TAG)
+
+# The image's CycloneDX SBOM (made in its build stage), copied out beside the archive.
+sbom:
+	@test -n "$(ENGINE)" || { echo "no docker, podman or buildah found"; exit 2; }
+	@mkdir -p $(IMAGE_OUT)
+	@if [ "$(ENGINE)" = buildah ]; then \
+		c=$$(buildah from --pull-never $(IMAGE):$(TAG)) && m=$$(buildah mount $$c) && \
+		cp $$m$(SBOM_IN_IMAGE) $(IMAGE_OUT)/gpu-policy-$(TAG).cdx.json; s=$$?; buildah rm $$c >/dev/null; exit $$s; \
+	else \
+		c=$$($(ENGINE) create $(IMAGE):$(TAG)) && \
+		$(ENGINE) cp $$c:$(SBOM_IN_IMAGE) $(IMAGE_OUT)/gpu-policy-$(TAG).cdx.json; s=$$?; $(ENGINE) rm $$c >/dev/null; exit $$s; \
+	fi
+	@echo "SBOM: $(IMAGE_OUT)/gpu-policy-$(TAG).cdx.json"
 
 image-tools:
 	@command -v buildah >/dev/null && command -v debootstrap >/dev/null || \

@@ -37,13 +37,18 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-BASE = "localhost/gpu-policy-base:bookworm"
+# The build stage's base: what the Containerfile would apt-get install on debian:bookworm-slim.
+BASE = "localhost/gpu-policy-base:bookworm-build"
+BASE_PACKAGES = ("python3", "python3-venv", "binutils", "ca-certificates")
 IMAGE = "localhost/gpu-policy:image-test"
 UID = 65532
 ENV = {**os.environ, "STORAGE_DRIVER": "vfs", "BUILDAH_ISOLATION": "chroot"}
-# The issue's target is 60 MB; the kubernetes client alone is 21 MB of source (see the closing note).
-# This bound catches regressions such as kubernetes 37's second (asyncio) client.
-MAX_PROJECT_MB = 100
+# The whole image (issue 26; stretch 60 MB): the kubernetes client alone is 21 MB of source. This
+# bound also catches regressions such as kubernetes 37's second (asyncio) client.
+MAX_IMAGE_MB = 100
+SBOM = "usr/share/doc/gpu-policy/sbom.cdx.json"  # the Containerfile's io.gpu-policy.sbom label
+# Never in the runtime image: a shell, a package manager, a compiler.
+FORBIDDEN = ("sh", "bash", "dash", "busybox", "apt", "apt-get", "dpkg", "pip", "pip3", "gcc", "cc", "ld", "perl")
 
 
 def run(*cmd: str, check: bool = True, capture: bool = True, env: dict[str, str] | None = None) -> str:
@@ -69,12 +74,13 @@ def build_base(cache: Path) -> None:
     run(
         "debootstrap",
         "--variant=minbase",
-        "--include=python3,python3-venv,ca-certificates",
+        f"--include={','.join(BASE_PACKAGES)}",
         "bookworm",
         str(rootfs),
         mirror,
     )
-    for junk in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man"):
+    # /usr/share/doc stays: the image's SBOM reads the packages' copyright files for their licenses.
+    for junk in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/man"):
         shutil.rmtree(rootfs / junk, ignore_errors=True)
     ctr = run("buildah", "from", "scratch").strip()
     run("buildah", "copy", ctr, str(rootfs), "/")
@@ -89,6 +95,8 @@ def build_wheels() -> None:
     # The project's own wheel with the policy core compiled by mypyc (setup.py).
     env = {**os.environ, "GPU_POLICY_MYPYC": "1"}
     run(sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(wheels), f"{ROOT}[fast]", env=env)
+    # The build stage's SBOM generator (it stays in the build stage).
+    run(sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(wheels), "cyclonedx-bom>=7,<8")
 
 
 def render_chart(port: int, tmp: Path) -> dict[str, Any]:
@@ -127,8 +135,9 @@ mount -t tmpfs -o size=16m,mode=1777 tmpfs "$mnt/tmp"
 [ -d "$mnt/etc/gpu-policy/config" ] && [ -d "$mnt/etc/gpu-policy/tls" ] || { echo "no mount points"; exit 3; }
 mount --bind -o ro "$EXTRA/config" "$mnt/etc/gpu-policy/config"
 mount --bind -o ro "$EXTRA/tls" "$mnt/etc/gpu-policy/tls"
-exec chroot --userspec=65532:65532 "$mnt" env -i PATH=/venv/bin:/usr/bin:/bin PYTHONDONTWRITEBYTECODE=1 \
-    PYTHONUNBUFFERED=1 POD_NAMESPACE=gpu-policy "$@"
+chroot="$(command -v chroot)"
+exec env -i PATH=/venv/bin PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 LANG=C.UTF-8 POD_NAMESPACE=gpu-policy \
+    "$chroot" --userspec=65532:65532 "$mnt" "$@"
 """
 
 
@@ -202,8 +211,7 @@ def main() -> int:
         capture=True,
     )
     report.append(f"image build: {time.monotonic() - t:.0f} s")
-    listing = {ref: json.loads(run("buildah", "images", "--json", ref))[0] for ref in (BASE, IMAGE)}
-    base_size, image_size = (str(listing[ref].get("size", "?")) for ref in (BASE, IMAGE))  # e.g. "237 MB"
+    image_size = str(json.loads(run("buildah", "images", "--json", IMAGE))[0].get("size", "?"))  # e.g. "87 MB"
     info = json.loads(run("buildah", "inspect", "--type", "image", IMAGE))
     config = info["OCIv1"]["config"]
     labels = config.get("Labels", {})
@@ -212,14 +220,24 @@ def main() -> int:
     assert labels.get("org.opencontainers.image.version") == args.version, labels
     for key in ("source", "revision", "licenses"):
         assert labels.get(f"org.opencontainers.image.{key}"), key
+    assert labels.get("io.gpu-policy.sbom") == f"/{SBOM}", labels
 
     ctr = run("buildah", "from", "--pull-never", IMAGE).strip()
     try:
         root = Path(run("buildah", "mount", ctr).strip())
-        venv_mb = sum(f.stat().st_size for f in (root / "venv").rglob("*") if f.is_file()) / 1e6
-        report.append(f"image: {image_size} (base {base_size}); the project's /venv: {venv_mb:.1f} MB")
-        if venv_mb > MAX_PROJECT_MB:
-            raise SystemExit(f"FAILED: the project adds {venv_mb:.1f} MB (limit {MAX_PROJECT_MB} MB)")
+        total, breakdown = sizes(root)
+        report.append(f"image: {total:.1f} MB of files ({image_size} as buildah counts it); {breakdown}")
+        if total > MAX_IMAGE_MB:
+            raise SystemExit(f"FAILED: the image holds {total:.1f} MB (limit {MAX_IMAGE_MB} MB)")
+        found = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.name in FORBIDDEN and not p.is_dir())
+        assert not found, f"a shell, package manager or compiler in the image: {found}"
+        report.append(f"no {', '.join(FORBIDDEN)} anywhere in the image")
+        archive = cache / f"gpu-policy-{args.version}.oci.tar"
+        archive.unlink(missing_ok=True)
+        run("buildah", "push", "--quiet", IMAGE, f"oci-archive:{archive}")
+        sbom = archive.with_name(f"gpu-policy-{args.version}.cdx.json")
+        shutil.copyfile(root / SBOM, sbom)
+        report.append(f"archive {archive.relative_to(ROOT)} ({archive.stat().st_size / 1e6:.1f} MB), SBOM beside it")
 
         port = free_port()
         docs = render_chart(port, tmp)
@@ -258,6 +276,8 @@ def main() -> int:
             and f"gpu-policy {args.version} (policy core: compiled with mypyc, profile-guided)" in out
         ), out
         report.append(f"--version as {UID}: {out.split(chr(10))[1]}")
+        report.append(check_imports(root, extra))
+        report.append(check_sbom(root, extra, sbom))
         # The compiled core judges exactly like the pure Python one: every corpus verdict, message
         # and patch, in the image (compiled) and on this machine (pure Python).
         same = 0
@@ -332,6 +352,96 @@ def main() -> int:
     for line in report:
         print(f"  - {line}")
     return 0
+
+
+def sizes(root: Path) -> tuple[float, str]:
+    """MB of regular files in the image, and where they are: interpreter and stdlib, shared
+    libraries, /venv by its largest packages."""
+    parts: dict[str, int] = {}
+    site = next((root / "venv" / "lib").glob("python3*/site-packages"))
+    for path in root.rglob("*"):
+        if not path.is_file() or path.is_symlink():
+            continue
+        rel = path.relative_to(root)
+        if path.is_relative_to(site):
+            key = "venv:" + path.relative_to(site).parts[0].split(".")[0].split("-")[0]
+        elif rel.parts[:3] == ("usr", "lib", "x86_64-linux-gnu") or rel.parts[:2] == ("usr", "lib64"):
+            key = "shared libraries"
+        elif rel.parts[:3] == ("usr", "lib", "python3.11") or rel.parts[:2] == ("usr", "bin"):
+            key = "interpreter + stdlib"
+        elif rel.parts[0] == "venv":
+            key = "venv:other"
+        else:
+            key = "other (etc, CA bundle, SBOM)"
+        parts[key] = parts.get(key, 0) + path.stat().st_size
+    total = sum(parts.values()) / 1e6
+    venv_total = sum(v for k, v in parts.items() if k.startswith("venv:")) / 1e6
+    top = sorted(((v, k) for k, v in parts.items() if k.startswith("venv:")), reverse=True)[:6]
+    plain = [f"{k} {v / 1e6:.1f}" for k, v in sorted(parts.items()) if not k.startswith("venv:")]
+    venv = ", ".join(f"{k[5:]} {v / 1e6:.1f}" for v, k in top)
+    return total, f"{'; '.join(plain)}; /venv {venv_total:.1f} (top: {venv})"
+
+
+# What the project imports at run time, beyond what serving, check and mutate load: every module of
+# the package (the cluster commands, certs, audit, verify) and the kubernetes client they use.
+IMPORTS = r"""
+import importlib, pkgutil, webhook
+names = [m.name for m in pkgutil.walk_packages(webhook.__path__, "webhook.")]
+names = [n for n in names if ".buildtime" not in n and not n.endswith("__main__")]  # build time; runs main()
+for name in names + ["kubernetes.client", "kubernetes.config", "kubernetes.watch", "orjson", "uvloop"]:
+    importlib.import_module(name)
+print(len(names))
+"""
+
+
+def check_imports(root: Path, extra: Path) -> str:
+    out = in_image_stdout(root, extra, "/venv/bin/python", "-c", IMPORTS)
+    assert out.strip().isdigit(), f"a module failed to import in the image (a trimmed stdlib part?): {out}"
+    return f"every one of the {out.strip()} webhook modules and the kubernetes client import in the trimmed image"
+
+
+DISTRIBUTIONS = r"""
+import importlib.metadata as m, json
+print(json.dumps(sorted([d.metadata["Name"], d.version] for d in m.distributions())))
+"""
+
+
+def check_sbom(root: Path, extra: Path, copy: Path) -> str:
+    """The SBOM is CycloneDX that validates, lists every distribution the image's Python sees with
+    its version and license, and the Debian packages of the interpreter and its libraries."""
+    from cyclonedx.schema import SchemaVersion
+    from cyclonedx.validation.json import JsonStrictValidator
+
+    text = (root / SBOM).read_text()
+    assert copy.read_text() == text
+    bom = json.loads(text)
+    assert bom["bomFormat"] == "CycloneDX" and bom["specVersion"] in ("1.5", "1.6", "1.7"), bom["specVersion"]
+    version = SchemaVersion.from_version(bom["specVersion"])
+    error = JsonStrictValidator(version).validate_str(text)
+    assert error is None, f"the SBOM does not validate against the CycloneDX {bom['specVersion']} schema: {error}"
+    inside = json.loads(in_image_stdout(root, extra, "/venv/bin/python", "-c", DISTRIBUTIONS))
+    canon = lambda name: name.lower().replace("_", "-").replace(".", "-")  # noqa: E731 (PEP 503)
+    listed = {(canon(c["name"]), c["version"]) for c in bom["components"] if c.get("purl", "").startswith("pkg:pypi/")}
+    listed.add((canon(bom["metadata"]["component"]["name"]), bom["metadata"]["component"]["version"]))
+    missing = {(canon(n), v) for n, v in inside} - listed
+    assert not missing, f"distributions in /venv the SBOM does not list: {sorted(missing)}"
+    unlicensed = [
+        c["name"] for c in bom["components"] if c.get("purl", "").startswith("pkg:pypi/") and not c.get("licenses")
+    ]
+    assert not unlicensed, f"Python components without a license: {unlicensed}"
+    debs = {c["name"]: c for c in bom["components"] if c.get("purl", "").startswith("pkg:deb/debian/")}
+    for package in ("python3.11-minimal", "libpython3.11-stdlib", "libc6", "libssl3", "ca-certificates"):
+        assert package in debs and debs[package]["version"], f"the SBOM lacks the Debian package {package}"
+    # What scanners read in a distroless image: one dpkg status stanza per package, same versions.
+    status = {p.name: p.read_text() for p in (root / "var/lib/dpkg/status.d").iterdir()}
+    assert set(status) == set(debs), (sorted(status), sorted(debs))
+    for name, text in status.items():
+        assert f"Package: {name}\n" in text and f"Version: {debs[name]['version']}\n" in text, text
+    return (
+        f"SBOM /{SBOM}: CycloneDX {bom['specVersion']}, valid; {len(inside)} distributions in /venv all listed "
+        f"with versions and licenses; {len(debs)} Debian packages ({', '.join(sorted(debs))}), each with its "
+        "dpkg status stanza in /var/lib/dpkg/status.d for scanners"
+    )
 
 
 def _get(port: int, path: str, context: ssl.SSLContext) -> int:
