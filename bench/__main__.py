@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import http.client
 import json
 import os
 import platform
@@ -367,6 +368,85 @@ def report(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# The access rules that read namespaces, as a platform turns them on; every bench review's namespace
+# ("ml") is labelled to pass, and every tenth namespace carries the kinds annotation.
+ACCESS = {
+    "rules": {"gpu-namespace-allowed": "warn", "gpu-max-per-pod": "warn", "gpu-kinds-allowed": "warn"},
+    "gpuNamespaceSelector": {"matchLabels": {"gpu.example.com/enabled": "true"}},
+}
+
+
+def view_servers(
+    stack: ExitStack,
+    tmp: Path,
+    namespaces: int,
+    policy_cmd: Any,
+    env: dict[str, str],
+    ca: Path,
+    urls: dict[str, str],
+    pids: dict[str, int],
+) -> None:
+    """Two servers with a cluster view of one stand-in API server (tests/kubeapi.py): `view`, and
+    `view+ns`, which also watches `namespaces` namespaces for the access rules. Their ratio is what
+    the namespace watch and those rules cost a review."""
+    from tests.helpers import node_table
+    from tests.kubeapi import KubeApi
+
+    kube = KubeApi(tmp / "certs", bookmark_seconds=5).start()
+    stack.callback(kube.close)
+    items = []
+    for i in range(namespaces):
+        name = "ml" if i == 0 else f"team-{i:05d}"
+        meta: dict[str, Any] = {"name": name, "labels": {"gpu.example.com/enabled": "true", "team": f"t{i % 200}"}}
+        if i % 10 == 0:
+            meta["annotations"] = {"gpu-policy.io/gpu-kinds": "whole,shared,time-sliced,mig,dra"}
+        items.append({"apiVersion": "v1", "kind": "Namespace", "metadata": meta})
+    kube.put(*node_table(), *items)
+    view_env = {**env, "KUBECONFIG": str(kube.kubeconfig(tmp / "kubeconfig")), "KUBERNETES_SERVICE_HOST": ""}
+    base = yaml.safe_load((tmp / "config.yaml").read_text())
+    for name, extra in (("view", {}), (f"view+{namespaces} ns", ACCESS)):
+        config = tmp / f"config-{name.split()[0]}.yaml"
+        config.write_text(yaml.safe_dump({**base, **extra}))
+        port = free_port()
+        cmd = [str(config) if arg == str(tmp / "config.yaml") else arg for arg in policy_cmd(port)]
+        proc = stack.enter_context(server(cmd, port, SERVER_CPU, ca, view_env))
+        _wait_synced(port, ca, with_namespaces=bool(extra))
+        urls[f"{name} /validate"] = f"https://127.0.0.1:{port}/validate"
+        pids[f"{name} /validate"] = proc.pid
+
+
+def view_latency(
+    urls: dict[str, str], pids: dict[str, int], body: Path, rounds: int, seconds: float
+) -> dict[str, dict[str, float]]:
+    """p50/p99 at 1,000 req/s of the servers with a cluster view, in alternating rounds (medians):
+    the latency a namespace watch and the access rules add to a review, if any."""
+    runs: dict[str, list[dict[str, Any]]] = {n: [] for n in urls}
+    for k in range(rounds):
+        for n in list(urls) if k % 2 == 0 else list(urls)[::-1]:
+            runs[n].append(h2load(urls[n], body, 1000, seconds, LOAD_CPU, pids[n]))
+    return {
+        n: {q: statistics.median(r[q] for r in rs) for q in ("p50_ms", "p99_ms", "cpu_ms_per_1000")}
+        for n, rs in runs.items()
+    }
+
+
+def _wait_synced(port: int, ca: Path, with_namespaces: bool) -> None:
+    """Until /readyz says the cluster view synced (namespaces included), at most 60 s."""
+    ctx = ssl.create_default_context(cafile=str(ca))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=5)
+        try:
+            conn.request("GET", "/readyz?verbose")
+            text = conn.getresponse().read().decode()
+        finally:
+            conn.close()
+        if "synced (" in text and "not synced" not in text and "pending" not in text:
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"the cluster view never synced on port {port}: {text}")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench")
     p.add_argument("--seconds", type=float, default=6.0, help="duration of each measurement")
@@ -383,6 +463,14 @@ def main(argv: list[str] | None = None) -> int:
         "--head-to-head-only",
         action="store_true",
         help="only the head-to-head rounds (the targets' figure; a quick A/B while tuning the request path)",
+    )
+    p.add_argument(
+        "--namespaces",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also head to head with a cluster view (a stand-in API server: the tests' node table and N namespaces), "
+        "the server with and without the access rules that watch namespaces (as warn)",
     )
     p.add_argument("--out", default=str(RESULTS / "latest.json"))
     args = p.parse_args(argv)
@@ -485,6 +573,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"{build} /mutate": f"https://127.0.0.1:{ports[build]}/mutate",
                 }
                 pids = {"bare": bare_proc.pid, f"{build} /validate": ours.pid, f"{build} /mutate": ours.pid}
+                if args.namespaces:
+                    view_servers(stack, tmp, args.namespaces, policy_cmd, builds[build], ca, urls, pids)
                 if args.against:  # `python -m webhook` from that checkout: its own sources, this venv
                     ports["before"] = free_port()
                     before = stack.enter_context(
@@ -494,8 +584,13 @@ def main(argv: list[str] | None = None) -> int:
                         urls[f"before /{endpoint}"] = f"https://127.0.0.1:{ports['before']}/{endpoint}"
                         pids[f"before /{endpoint}"] = before.pid
                 results["head_to_head"] = head_to_head(urls, pids, files, max(rounds, 1), max(2.0, seconds / 2))
+                if args.namespaces and shutil.which("h2load"):
+                    views = {n: u for n, u in urls.items() if n.startswith("view")}
+                    results["view_latency"] = view_latency(views, pids, rate_body, max(rounds, 1), seconds)
         if not full:
             text = report_head_to_head(results["head_to_head"])
+            for n, r in results.get("view_latency", {}).items():
+                text += f"\n  {n:18} at 1,000 req/s: p50 {r['p50_ms']} ms, p99 {r['p99_ms']} ms (median of rounds)"
             print(text)
             return 0
         if not args.no_workers:

@@ -174,11 +174,18 @@ def node_table() -> list[dict[str, Any]]:
 
 
 def with_nodes(nodes: list[dict[str, Any]], policy: Policy | None = None, **dra: Any) -> Policy:
-    """`policy` (default: the shipped one) judging against a cluster of `nodes`."""
+    """`policy` (default: the shipped one) judging against a cluster of `nodes`. `namespaces`
+    maps a name to its labels (pairs) or to NamespaceFacts (labels and the gpu-kinds annotation)."""
     from dataclasses import replace as replace_field
 
     from webhook.policy.nodes import view_of_nodes
+    from webhook.policy.types import NamespaceFacts
 
+    if dra.get("namespaces") is not None:
+        dra["namespaces"] = {
+            name: known if isinstance(known, NamespaceFacts) else NamespaceFacts(tuple(known), "")
+            for name, known in dra["namespaces"].items()
+        }
     return replace_field(policy or POLICY, cluster=view_of_nodes(nodes, **dra))
 
 

@@ -40,6 +40,7 @@ KINDS: dict[str, tuple[str, str, bool]] = {
     "podtemplates": ("", "PodTemplate", True),
     "replicationcontrollers": ("", "ReplicationController", True),
     "limitranges": ("", "LimitRange", True),
+    "resourcequotas": ("", "ResourceQuota", True),
     "configmaps": ("", "ConfigMap", True),
     "events": ("", "Event", True),
     "deployments": ("apps", "Deployment", True),

@@ -238,3 +238,45 @@ def test_check_cluster_reads_namespace_labels_for_gpu_namespace_allowed(kube: Ku
     assert [x["allowed"] for x in results] == [True, False, False]
     assert "does not carry labels matching gpu.deckhouse.io/enabled=true" in results[1]["message"]
     assert "is not yet in gpu-policy's view of namespaces" in results[2]["message"]
+
+
+def test_audit_reports_the_access_rules_with_live_namespaces(kube: KubeApi, tmp_path: Path) -> None:
+    """audit judges what runs against the namespaces' live labels and annotations: team-a's cap of
+    2 and its whole-cards-only kinds, a quota that caps nothing, a bare notebook, a Job with no
+    deadline; nothing in team-b, whose annotation allows fractions and whose cap is the config's."""
+    ns_a = {"name": "team-a", "labels": {"gpu-policy.io/max-gpus-per-pod": "2"}}
+    ns_b = {"name": "team-b", "annotations": {"gpu-policy.io/gpu-kinds": "whole,shared"}}
+    half = {**container("lab"), "resources": {"limits": {"nvidia.com/gpu": "0.5"}}}
+    job = wrap(pod(container("train", gpu=1), tolerations=TOLERATE), "Job")
+    job["metadata"] = {"name": "train", "namespace": "team-a"}
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "gpus", "namespace": "team-a"},
+        "spec": {"hard": {"nvidia.com/gpu": "4"}},
+    }
+    kube.put(
+        *node_table(),
+        *({"apiVersion": "v1", "kind": "Namespace", "metadata": m} for m in (ns_a, ns_b)),
+        training_pod(1, "team-a"),  # a PyTorchJob's worker, one GPU: fine
+        pod(container("big", gpu=4), name="big", namespace="team-a", tolerations=TOLERATE),
+        pod(half, name="half-a", namespace="team-a"),
+        pod(half, name="half-b", namespace="team-b"),
+        job,
+        quota,
+    )
+    config = tmp_path / "access.yaml"
+    rules = ["gpu-max-per-pod", "gpu-kinds-allowed", "gpu-controller-owned", "gpu-job-deadline", "gpu-quota-advice"]
+    config.write_text(yaml.safe_dump({"sharedGpu": True, "rules": {r: "warn" for r in rules}}))
+    r = cli(kube, tmp_path, "audit", "--config", str(config), "-o", "json")
+    assert r.returncode == 0, r.stderr
+    rows = {(row["namespace"], row["rule"]): row["warned"] for row in json.loads(r.stdout)["table"]}
+    access = {key: n for key, n in rows.items() if key[1] in rules}
+    assert access == {
+        ("team-a", "gpu-max-per-pod"): 1,  # big: 4 > the namespace's 2
+        ("team-a", "gpu-kinds-allowed"): 1,  # half-a: a share, where gpuKindsAllowed has none
+        ("team-a", "gpu-controller-owned"): 2,  # big and half-a are bare pods
+        ("team-b", "gpu-controller-owned"): 1,  # half-b too; its fraction is allowed there
+        ("team-a", "gpu-job-deadline"): 1,
+        ("team-a", "gpu-quota-advice"): 1,
+    }

@@ -67,6 +67,8 @@ def test_shipped_policy_is_the_documented_one() -> None:
         "gpu-controller-owned",
         "gpu-max-per-pod",
         "gpu-namespace-allowed",
+        "gpu-job-deadline",
+        "gpu-kinds-allowed",
         "gpu-quota-advice",
     ]
 

@@ -29,8 +29,9 @@ from typing import Any
 
 import orjson
 
+from .policy.namespaces import GPU_KINDS_ANNOTATION, NAME_LABEL
 from .policy.nodes import NodeKey, group_nodes, node_key
-from .policy.types import ClusterView
+from .policy.types import ClusterView, NamespaceFacts
 
 log = logging.getLogger("gpu-policy.clusterview")
 
@@ -82,19 +83,19 @@ def _namespaced(obj: Any) -> tuple[str, str] | None:
 
 
 def reduce_namespace(obj: Any) -> tuple[Any, Any] | None:
-    """name -> its labels as sorted pairs. Kept small for clusters of many namespaces: label keys
-    and values interned, equal label sets shared (hashable tuples, see Reflector._value), and
-    `kubernetes.io/metadata.name`, which only repeats the name, left out (the rule adds it back)."""
+    """name -> NamespaceFacts: its labels as sorted pairs and the gpu-policy.io/gpu-kinds
+    annotation, nothing else. Kept small for clusters of many namespaces: label keys and values
+    interned, equal facts shared (hashable tuples, see Reflector._value), and
+    `kubernetes.io/metadata.name`, which only repeats the name, left out (the rules add it back)."""
     meta = obj.get("metadata") if isinstance(obj, dict) else None
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
         return None
     labels = meta.get("labels")
     pairs = labels.items() if isinstance(labels, dict) else ()
     kept = sorted((sys.intern(str(k)), sys.intern(str(v))) for k, v in pairs if k != NAME_LABEL)
-    return meta["name"], tuple(kept)
-
-
-NAME_LABEL = "kubernetes.io/metadata.name"
+    annotations = meta.get("annotations")
+    kinds = annotations.get(GPU_KINDS_ANNOTATION) if isinstance(annotations, dict) else None
+    return meta["name"], NamespaceFacts(tuple(kept), sys.intern(kinds) if isinstance(kinds, str) else "")
 
 
 def reduce_claim(obj: Any) -> tuple[Any, Any] | None:
@@ -315,7 +316,7 @@ class ClusterWatcher:
         metrics: Any = None,
         namespaces: bool = False,
     ) -> None:
-        """`namespaces`: also watch namespaces (for gpu-namespace-allowed; needs its RBAC)."""
+        """`namespaces`: also watch namespaces (for the rules that read them; needs their RBAC)."""
         from kubernetes import client
 
         self.api_client = api_client

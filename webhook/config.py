@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from .policy import DEFAULT_MODES, Mode, Policy
+from .policy.rules.gpu_kinds_allowed import parse_kinds
 from .policy.templates import Shape, Templates, parse_path
 
 # Every key, with its default: the one place defaults are written. `make generate` derives the
@@ -67,6 +68,9 @@ DEFAULTS: dict[str, Any] = {
     "gpuNamespaces": [],
     "gpuNamespaceSelector": None,
     "gpuMaxPerPod": 8,
+    # The kinds that isolate (whole cards, MIG slices, DRA claims); the sharing kinds, which share a
+    # card's memory or faults, where a namespace's gpu-policy.io/gpu-kinds annotation allows them.
+    "gpuKindsAllowed": ["whole", "mig", "dra"],
     # The controllers whose pods end (Jobs and the training operators' kinds) or serve (ReplicaSets
     # and StatefulSets under Deployments, LeaderWorkerSets, KServe), as ownerReferences name them.
     "gpuControllerKinds": [
@@ -154,6 +158,8 @@ COMMENTS: dict[str, str] = {
     "that may run GPU pods (labels from the cluster view; unknown namespaces fail closed)",
     "gpuMaxPerPod": "gpu-max-per-pod: GPU devices one pod may ask for (containers summed, or the largest init)",
     "gpuControllerKinds": "gpu-controller-owned: ownerReferences kinds that may own a GPU pod (Volcano's is Job)",
+    "gpuKindsAllowed": "gpu-kinds-allowed: GPU kinds a pod may use unless its namespace's gpu-policy.io/gpu-kinds "
+    "annotation says: whole, shared, time-sliced, mig[:profile glob], dra[:device class glob]",
     "webhookNamespace": "the webhook's own namespace, always exempt; default: $POD_NAMESPACE",
     "clusterVersion": 'auto (read /version at start-up) | unknown | "1.27" | "v1.19.10-r0-CCE21.11.1.B006"',
     "ldLibraryPath.enabled": "below v1.28: GPU containers find the driver on LD_LIBRARY_PATH",
@@ -439,6 +445,11 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
     controller_kinds = _strings(problems, "gpuControllerKinds", c["gpuControllerKinds"])
     gpu_namespaces = _names(problems, "gpuNamespaces", c["gpuNamespaces"], _NAMESPACE, "a namespace name")
     ns_labels, ns_expressions = _label_selector(problems, "gpuNamespaceSelector", c["gpuNamespaceSelector"])
+    kinds_allowed: tuple[str, ...] = ()
+    if _expect(problems, "gpuKindsAllowed", c["gpuKindsAllowed"], list, "a list of GPU kinds"):
+        kinds_allowed, problem = parse_kinds(c["gpuKindsAllowed"])
+        if problem:
+            problems.append(f"gpuKindsAllowed: {problem}")
     max_per_pod = c["gpuMaxPerPod"]
     if _expect(problems, "gpuMaxPerPod", max_per_pod, int, "a whole number of GPUs") and max_per_pod < 1:
         problems.append(f"gpuMaxPerPod: must be at least 1, got {max_per_pod}")
@@ -556,6 +567,7 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
         gpu_namespaces=frozenset(gpu_namespaces),
         gpu_namespace_labels=ns_labels,
         gpu_namespace_expressions=ns_expressions,
+        gpu_kinds_allowed=kinds_allowed,
         cluster=None,
     )
     return Settings(

@@ -252,6 +252,15 @@ def template_source() -> str:
     )
     pods = [(_rule_gate(r.id), clause(t)) for r in RULES for t in r.triggers]
     out = header
+    gates = [_rule_gate(r.id) for r in RULES if r.watches_namespaces]
+    watches = gates[0] if len(gates) == 1 else f"or {' '.join(f'({g})' for g in gates)}"
+    out += (
+        '{{/* "true" while a rule that reads namespaces from the cluster view is on: the server then\n'
+        "watches them (webhook.policy.engine.watches_namespaces) and the ClusterRole grants it. */}}\n"
+        '{{- define "gpu-policy.watchesNamespaces" -}}\n{{- $p := .Values.policy -}}\n'
+        + f"{{{{- if {watches} -}}}}true{{{{- end -}}}}\n"
+        + "{{- end -}}\n\n"
+    )
     out += (
         '{{/* CEL for the pods webhook: a pod any enabled rule could fire on ("false": none can). */}}\n'
         '{{- define "gpu-policy.podsCondition" -}}\n{{- $p := .Values.policy -}}\n'
@@ -392,9 +401,7 @@ def example_message(rule: Any) -> str:
 
     policy = engine.example_policy(rule, default_policy())
     if isinstance(rule, Rule):
-        pod = {"apiVersion": "v1", "kind": "Pod", **rule.example}
-        pod["metadata"] = {"name": "p", **rule.example.get("metadata", {})}
-        found = rule.check(engine.pod_view(pod, policy), policy)
+        found = [v for view in engine.example_views(rule, policy) for v in rule.check(view, policy)]
     else:
         found = rule.check(rule.example, policy)
     if not found:

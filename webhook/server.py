@@ -14,7 +14,7 @@ from . import admission
 from .answer import TEXT, Answer, Cell, ReviewHandler
 from .config import Settings
 from .metrics import Metrics
-from .policy import Mode
+from .policy import watches_namespaces
 from .reload import Active, ConfigReloader, VersionWatcher, activate
 from .transport import Route, Transport
 
@@ -179,6 +179,10 @@ def _start_cluster_view(webhook: Webhook) -> Any:
     cell, counters, put = webhook.cell, webhook.metrics, webhook.put
     loop = asyncio.get_running_loop()
     webhook.cluster_state = "not synced"
+    # Namespaces only while a rule that reads them is on (the chart grants their RBAC only then);
+    # turned on by a later reload, gpu-namespace-allowed fails closed until a restart (the chart
+    # rolls the pods when those rules' modes change).
+    namespaces = watches_namespaces(cell.active.policy)
 
     def apply(view: Any) -> None:
         active = cell.active
@@ -192,6 +196,8 @@ def _start_cluster_view(webhook: Webhook) -> Any:
             log.warning("cluster view lost (watch broken): pre-flight rules are silent until it is back")
             return
         pending = "; DRA device classes pending" if view.dra_extended is None else ""
+        if namespaces:
+            pending += "; namespaces pending" if view.namespaces is None else f"; {len(view.namespaces)} namespaces"
         webhook.cluster_state = f"synced ({view.nodes} nodes in {len(view.groups)} groups{pending})"
         if active.policy.cluster is None:  # only the change is worth a line, not every new view
             log.info("cluster view %s: pre-flight rules judge", webhook.cluster_state)
@@ -199,9 +205,6 @@ def _start_cluster_view(webhook: Webhook) -> Any:
     def publish(view: Any) -> None:  # from the publisher thread
         loop.call_soon_threadsafe(apply, view)
 
-    # Namespaces only for gpu-namespace-allowed (the chart grants their RBAC only then); turned on
-    # by a later reload it fails closed until a restart (the chart rolls the pods when it changes).
-    namespaces = cell.active.policy.mode("gpu-namespace-allowed") is not Mode.OFF
     watcher = ClusterWatcher(
         webhook.cluster_client, publish, webhook.cluster_timing or Timing(), counters, namespaces=namespaces
     )

@@ -43,3 +43,24 @@ def test_every_device_of_the_gpu_model_counts_and_a_share_holds_its_card() -> No
     assert [v.value for v in run(pod(container("a", gpu="0.5"), container("b", gpu="0.5")), shares, rule=ID)] == ["2"]
     cpu = pod({"name": "c", "image": "x", "resources": {"limits": {"cpu": "64", "memory": "1Ti"}}})
     assert run(cpu, ON, rule=ID) == []
+
+
+def test_a_namespace_label_sets_its_own_cap() -> None:
+    """gpu-policy.io/max-gpus-per-pod on the namespace: a training team's 16, a notebook namespace's 1."""
+    from tests.helpers import node_table, with_nodes
+
+    label = "gpu-policy.io/max-gpus-per-pod"
+    known = {"training": ((label, "16"),), "notebooks": ((label, "1"),), "odd": ((label, "eight"),), "plain": ()}
+    p = with_nodes(node_table(), ON, namespaces=known)
+    assert run(pod(container("t", gpu=16), namespace="training"), p, rule=ID) == []
+    (v,) = run(pod(container("t", gpu=2), namespace="notebooks"), p, rule=ID)
+    assert "more than the 1 one pod may have (the namespace's label gpu-policy.io/max-gpus-per-pod)" in v.detail
+    (v,) = run(pod(container("t", gpu=8), namespace="odd"), p, rule=ID)
+    assert (
+        'more than the 4 one pod may have (gpuMaxPerPod; the namespace\'s gpu-policy.io/max-gpus-per-pod="eight"'
+        in v.detail
+    )
+    (v,) = run(pod(container("t", gpu=8), namespace="plain"), p, rule=ID)
+    assert v.detail.endswith("(gpuMaxPerPod)")
+    (v,) = run(pod(container("t", gpu=8), namespace="unseen"), p, rule=ID)  # not in the view: the config's cap
+    assert "more than the 4" in v.detail

@@ -18,7 +18,7 @@ import yaml
 
 from ..audit import Audit, apply_reports, policy_reports, reports_served, run
 from ..clusterview import ClusterError
-from ..policy import Mode, Policy
+from ..policy import Mode, Policy, watches_namespaces
 from ..policy.engine import DENY_PREFIX
 from ..reports import EXIT_DENIED, EXIT_INPUT, EXIT_OK
 from .settings import chart_view, from_args
@@ -38,8 +38,7 @@ def with_cluster(args: argparse.Namespace, policy: Policy, client: Any = None) -
 
     client = client if client is not None else connect(args)
     try:
-        watch_namespaces = policy.mode("gpu-namespace-allowed") is not Mode.OFF
-        view = ClusterWatcher(client, lambda _view: None, namespaces=watch_namespaces).snapshot()
+        view = ClusterWatcher(client, lambda _view: None, namespaces=watches_namespaces(policy)).snapshot()
     except ApiException as exc:
         raise ClusterError(f"listing nodes: {exc.status} {exc.reason} (RBAC: list nodes)") from None
     except Exception as exc:

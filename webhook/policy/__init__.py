@@ -25,6 +25,7 @@ from .engine import (
     pod_view,
     pod_views,
     pod_violations,
+    watches_namespaces,
 )
 from .objects import PodView, ShapeError, group_of
 from .registry import MUTATIONS, OBJECT_RULES, RULES
@@ -57,4 +58,5 @@ __all__ = [
     "pod_view",
     "pod_views",
     "pod_violations",
+    "watches_namespaces",
 ]

@@ -109,12 +109,37 @@ def _agent_fix(v: Violation, pod: PodView) -> Violation:
 _MAX_NODES: Final = 200_000  # an admission body is at most a few MiB: a bound, not a limit in practice
 
 
+# The rules that read namespaces from the cluster view (Rule.watches_namespaces).
+NAMESPACE_RULES: Final = tuple(r.id for r in RULES if r.watches_namespaces)
+
+
+def watches_namespaces(policy: Policy) -> bool:
+    """Whether a rule on in `policy` reads namespaces: the server then watches them (and the chart,
+    from the same flag through webhook.generate, grants list/watch on them)."""
+    return any(policy.mode(rule) is not Mode.OFF for rule in NAMESPACE_RULES)
+
+
 def example_policy(rule: Rule | ObjectRule, policy: Policy) -> Policy:
     """`policy` as a rule's example is judged by: with the example's node table as the cluster
     view when it has one (the pre-flight rules are silent without a cluster)."""
     if isinstance(rule, Rule) and rule.example_nodes:
         return replace(policy, cluster=view_of_nodes(rule.example_nodes))
     return policy
+
+
+def example_views(rule: Rule, policy: Policy) -> list[PodView]:
+    """The pod views of a rule's example: a Pod (the usual example, `kind` left out), or an object
+    with pod templates (gpu-job-deadline's Job)."""
+    example = rule.example
+    kind = example.get("kind", "Pod")
+    if kind == "Pod":
+        pod = {"apiVersion": "v1", "kind": "Pod", **example}
+        pod["metadata"] = {"name": "p", **example.get("metadata", {})}
+        return [pod_view(pod, policy)]
+    group = str(example.get("apiVersion", "v1")).rpartition("/")[0]
+    views = pod_views(example, group, kind, policy)
+    assert views, f"{rule.id}: its example {kind} holds no pod template"
+    return views
 
 
 def unpoliced_gpu_requests(obj: Any, policy: Policy, limit: int = 5) -> list[str]:

@@ -210,6 +210,10 @@ class Container:
         )
 
 
+# Kinds whose pod templates sit in a JobSpec (its activeDeadlineSeconds bounds the whole Job).
+JOB_KINDS: Final = frozenset({"Job", "CronJob", "JobSet"})
+
+
 @dataclass(slots=True, init=False)
 class PodView:
     """A pod spec (of a Pod or of a template) and where it sits in its object."""
@@ -239,6 +243,10 @@ class PodView:
     raw_tolerations: Any
     # spec.resourceClaims[*].name -> ("template" | "claim", the object it names), for DRA resolution
     claim_refs: Mapping[str, tuple[str, str]]
+    # A template in a JobSpec (Job, CronJob, JobSet): the JobSpec's field path ("" otherwise), and
+    # whether it or the pod spec sets activeDeadlineSeconds (gpu-job-deadline).
+    job_path: str
+    job_deadline: bool
     _host_paths: tuple[HostPath, ...] | None
     preflight: Any  # webhook.policy.preflight's analysis, computed once for its three rules
 
@@ -266,6 +274,8 @@ class PodView:
         raw_affinity: Any = None,
         raw_tolerations: Any = None,
         claim_refs: Mapping[str, tuple[str, str]] = NO_CLAIMS,
+        job_path: str = "",
+        job_deadline: bool = False,
     ) -> None:
         self.path = path
         self.meta_path = meta_path
@@ -289,6 +299,8 @@ class PodView:
         self.raw_affinity = raw_affinity
         self.raw_tolerations = raw_tolerations
         self.claim_refs = claim_refs
+        self.job_path = job_path
+        self.job_deadline = job_deadline
         self._host_paths = None
         self.preflight = None
 
@@ -428,6 +440,7 @@ def build_view(
     """Walk `obj` down `keys` to a pod template ({metadata, spec}), a pod spec, or one
     container-like object (see templates.Shape), and read it into a `PodView`."""
     node: Any = obj
+    parent: Any = None
     for depth, key in enumerate(keys):
         here = field_path(keys[: depth + 1])
         if isinstance(node, dict):
@@ -438,7 +451,7 @@ def build_view(
             child = None
         if child is None:
             raise ShapeError(here, "is required")
-        node = child
+        parent, node = node, child
     path = field_path(keys)
     node = _mapping(node, path or "object", optional=False)
     assert node is not None
@@ -477,6 +490,11 @@ def build_view(
     claims = spec.get("resourceClaims")
     runtime = spec.get("runtimeClassName")
     claim_refs = NO_CLAIMS if claims is None else _resource_claims(claims, spec_path)
+    job_path = ""
+    job_deadline = False
+    if kind in JOB_KINDS and keys and keys[-1] == "template" and isinstance(parent, dict):
+        job_path = field_path(keys[:-1])
+        job_deadline = parent.get("activeDeadlineSeconds") is not None or spec.get("activeDeadlineSeconds") is not None
     return PodView(
         path=spec_path,
         meta_path=meta_path,
@@ -500,6 +518,8 @@ def build_view(
         raw_affinity=spec.get("affinity"),
         raw_tolerations=spec.get("tolerations"),
         claim_refs=claim_refs,
+        job_path=job_path,
+        job_deadline=job_deadline,
     )
 
 

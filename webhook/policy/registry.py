@@ -13,6 +13,8 @@ from .rules import (
     gke_device_annotation,
     gpu_controller_owned,
     gpu_fits_some_node,
+    gpu_job_deadline,
+    gpu_kinds_allowed,
     gpu_limitrange,
     gpu_max_per_pod,
     gpu_namespace_allowed,
@@ -56,6 +58,8 @@ RULES: tuple[Rule, ...] = (
     gpu_controller_owned.RULE,
     gpu_max_per_pod.RULE,
     gpu_namespace_allowed.RULE,
+    gpu_job_deadline.RULE,
+    gpu_kinds_allowed.RULE,
 )
 
 OBJECT_RULES: tuple[ObjectRule, ...] = (
@@ -117,4 +121,8 @@ def check_pod(view: PodView, policy: Policy, on: list[bool]) -> list[Violation]:
         out.extend(gpu_max_per_pod.check(view, policy))
     if on[20]:
         out.extend(gpu_namespace_allowed.check(view, policy))
+    if on[21]:
+        out.extend(gpu_job_deadline.check(view, policy))
+    if on[22]:
+        out.extend(gpu_kinds_allowed.check(view, policy))
     return out

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from decimal import Decimal
 from enum import Enum, StrEnum
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 if TYPE_CHECKING:  # type-only: objects.py imports this module at run time, not the reverse
     from .objects import PodView
@@ -77,6 +77,15 @@ class NodeGroup:
         return value
 
 
+class NamespaceFacts(NamedTuple):
+    """What the cluster view keeps of one namespace for the access rules (webhook.policy.namespaces):
+    its labels as sorted pairs (interned; equal sets share one tuple) and the value of its
+    gpu-policy.io/gpu-kinds annotation ("" when absent). Nothing else: 10,000 namespaces stay small."""
+
+    labels: tuple[tuple[str, str], ...]
+    gpu_kinds: str
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterView:
     """What the live cluster offers, as of one moment. `claims`/`claim_templates` map
@@ -91,9 +100,9 @@ class ClusterView:
     # on nodes that do not advertise them, so "no node advertises it" cannot be said of them.
     # None while DeviceClasses are not known (DRA served but not synced): then no such claim is made.
     dra_extended: frozenset[str] | None = frozenset()
-    # Namespace name -> its labels (sorted pairs; equal label sets share one tuple), or None while
-    # namespaces are not watched or not synced (gpu-namespace-allowed then fails closed).
-    namespaces: Mapping[str, tuple[tuple[str, str], ...]] | None = None
+    # Namespace name -> what the access rules read of it, or None while namespaces are not watched
+    # or not synced (gpu-namespace-allowed then fails closed; see webhook.policy.namespaces).
+    namespaces: Mapping[str, NamespaceFacts] | None = None
     # answers computed from this view (label values, node matches of one placement): they stay
     # valid exactly as long as the view, which is replaced whole on every change
     memo: dict[Any, Any] = dataclass_field(default_factory=dict, compare=False, repr=False)
@@ -172,6 +181,9 @@ class Policy:
     gpu_namespaces: frozenset[str]
     gpu_namespace_labels: tuple[tuple[str, str], ...]
     gpu_namespace_expressions: tuple[tuple[str, str, tuple[str, ...]], ...]
+    # gpu-kinds-allowed: the GPU kinds a pod may use where its namespace does not say otherwise
+    # (patterns: whole, shared, time-sliced, mig:<profile glob>, dra:<device class glob>).
+    gpu_kinds_allowed: tuple[str, ...]
     # The live cluster (webhook.clusterview), or None: not watched, or not synced yet. The
     # pre-flight rules say nothing without it; never deny on missing data.
     cluster: ClusterView | None
@@ -322,6 +334,9 @@ class Rule:
     default_mode: Mode = Mode.DENY
     # Node objects of the cluster the example runs against (pre-flight rules need one)
     example_nodes: tuple[dict[str, Any], ...] = ()
+    # It reads namespaces from the cluster view: while it is on, the server watches them and the
+    # chart grants list/watch on namespaces (webhook.generate derives both from this flag).
+    watches_namespaces: bool = False
 
 
 @dataclass(frozen=True, slots=True)

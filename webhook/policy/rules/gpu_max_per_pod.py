@@ -10,6 +10,10 @@ Why: on a shared cluster one pod asking for a whole 8-GPU node (or several) star
 queued behind it, and GPU quota (`requests.nvidia.com/gpu` in a ResourceQuota) caps a
 namespace, not a pod. Platform teams set the largest pod they schedule; bigger work is a
 distributed job of several pods, which gang schedulers (Volcano, KAI) place together.
+
+Per namespace: a namespace labelled `gpu-policy.io/max-gpus-per-pod: "<n>"` has its own cap (a
+training team's 16, a notebook namespace's 1). The label comes from the cluster view's watch of
+namespaces (on while this rule is); until the view has seen the namespace, gpuMaxPerPod holds.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import math
 
 from ..gpus import is_device
+from ..namespaces import MAX_GPUS_LABEL, facts, label
 from ..objects import PodView
 from ..quantity import QuantityError, parse_quantity
 from ..types import GPU_RESOURCE, ContainerKind, Mode, Policy, Rule, Violation
@@ -46,9 +51,24 @@ def devices(view: PodView, policy: Policy) -> tuple[int, int]:
     return max(regular, init), init
 
 
+def cap(namespace: str, policy: Policy) -> tuple[int, str]:
+    """The most GPU devices one pod of `namespace` may have, and what says so."""
+    found = facts(namespace, policy)
+    if isinstance(found, str):
+        return policy.gpu_max_per_pod, "gpuMaxPerPod"
+    value = label(found, MAX_GPUS_LABEL)
+    if value is None:
+        return policy.gpu_max_per_pod, "gpuMaxPerPod"
+    if value.isascii() and value.isdigit() and len(value) <= 4:
+        return int(value), f"the namespace's label {MAX_GPUS_LABEL}"
+    return policy.gpu_max_per_pod, f'gpuMaxPerPod; the namespace\'s {MAX_GPUS_LABEL}="{value}" is no whole number'
+
+
 def check(view: PodView, policy: Policy) -> list[Violation]:
-    limit = policy.gpu_max_per_pod
     total, init = devices(view, policy)
+    if total == 0:
+        return []  # no namespace lookup for the pods without a GPU
+    limit, source = cap(view.namespace, policy)
     if total <= limit:
         return []
     counted = "its largest init container" if init == total else "its containers together"
@@ -56,7 +76,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
         Violation(
             rule=ID,
             path=f"{view.path}.containers",
-            detail=f"ask for {total} GPU devices ({counted}): more than the {limit} one pod may have (gpuMaxPerPod)",
+            detail=f"ask for {total} GPU devices ({counted}): more than the {limit} one pod may have ({source})",
             fix=f"split the work into pods of at most {limit} GPUs (a distributed job), or ask the platform for more",
             value=str(total),
         )
@@ -66,8 +86,9 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
 RULE: Rule = Rule(
     id=ID,
     check=check,
-    summary="A pod asks for at most `gpuMaxPerPod` (default 8) GPU devices, counted as the scheduler counts: the "
-    "containers summed, or the largest init container (off by default).",
+    summary="A pod asks for at most `gpuMaxPerPod` (default 8) GPU devices, or its namespace's "
+    "`gpu-policy.io/max-gpus-per-pod` label, counted as the scheduler counts: the containers summed, or the largest "
+    "init container (off by default).",
     why="One pod holding a whole node or more starves every team queued behind it; quota caps a namespace, not a "
     "pod. Bigger work is a distributed job, placed together by a gang scheduler.",
     reads=("containers[*].resources", "initContainers[*].resources"),
@@ -81,4 +102,5 @@ RULE: Rule = Rule(
         }
     },
     default_mode=Mode.OFF,
+    watches_namespaces=True,
 )

@@ -15,11 +15,11 @@ unless the namespace carries label X") and fails closed too.
 from __future__ import annotations
 
 from ..gpus import gets_gpu
+from ..namespaces import NAME_LABEL, NOT_SEEN, NOT_SYNCED, facts
 from ..objects import PodView
 from ..types import GPU_POD, Mode, Policy, Rule, Violation
 
 ID = "gpu-namespace-allowed"
-NAME_LABEL = "kubernetes.io/metadata.name"  # every namespace's own name (the view leaves it out)
 FIX = "ask the platform to label the namespace to match gpuNamespaceSelector, or to list it in gpuNamespaces"
 
 
@@ -61,19 +61,18 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     if not policy.gpu_namespace_labels and not policy.gpu_namespace_expressions:
         detail, fix = "may not run GPU pods: it is not in gpuNamespaces", "ask the platform to list it in gpuNamespaces"
     else:
-        known = policy.cluster.namespaces if policy.cluster is not None else None
-        labels = known.get(namespace) if known is not None else None
-        if known is None:
+        found = facts(namespace, policy)
+        if found == NOT_SYNCED:
             detail = (
                 f"may run GPU pods only if its labels match {wanted(policy)}, and gpu-policy does not see namespace "
                 "labels yet (its cluster view is not synced): failing closed, retry in a moment"
             )
-        elif labels is None:
+        elif found == NOT_SEEN or isinstance(found, str):
             detail = (
                 "is not yet in gpu-policy's view of namespaces (created a moment ago?): failing closed until it is; "
                 f"GPU pods need labels matching {wanted(policy)}"
             )
-        elif matches({**dict(labels), NAME_LABEL: namespace}, policy):
+        elif matches({**dict(found.labels), NAME_LABEL: namespace}, policy):
             return []
         else:
             detail = f"does not carry labels matching {wanted(policy)}: GPU pods are for the namespaces that do"
@@ -95,4 +94,5 @@ RULE: Rule = Rule(
         "spec": {"containers": [{"name": "t", "resources": {"limits": {"nvidia.com/gpu": 1}}}]},
     },
     default_mode=Mode.OFF,
+    watches_namespaces=True,
 )
