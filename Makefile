@@ -29,7 +29,7 @@ $(VENV)/.installed: pyproject.toml
 # a changed source and runs every module from source, never a stale build. `make run` does not
 # wait for it: it serves from source until a build of these sources exists.
 PGO ?= 0
-CORE_SOURCES := $(shell find webhook/policy -name '*.py' 2>/dev/null) webhook/review.py webhook/admission.py webhook/answer.py webhook/_build.py
+CORE_SOURCES := $(shell find webhook/policy webhook/admission -name '*.py' 2>/dev/null) webhook/serve/answer.py webhook/_build.py
 webhook/_compiled.json: $(CORE_SOURCES) setup.py bench/pgo.py $(TOOLS)/build-pgo-$(PGO) | $(VENV)/.installed
 	GPU_POLICY_MYPYC=1 GPU_POLICY_PGO=$(PGO) $(PY) setup.py --quiet build_ext --inplace 2>&1 | grep -v "Treating generator comprehension" || true
 	@$(PY) -m webhook --version
@@ -62,13 +62,13 @@ helm: $(HELM)
 # Everything derived from the rule registry and the config defaults (registry.py, the chart's
 # conditions and workload rules, values.yaml blocks, values.schema.json enums, README tables).
 generate: venv
-	$(PY) -m webhook.generate
+	$(PY) -m webhook.buildtime.generate
 
 lint: venv
 	$(BIN)/ruff check webhook tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
-	$(PY) -m webhook.generate --check
+	$(PY) -m webhook.buildtime.generate --check
 
 # The whole suite on the compiled core (tests/test_compiled.py fails if it is not), then the
 # policy tests again on pure Python: both builds ship (a wheel built without a compiler is pure).

@@ -31,11 +31,10 @@ from typing import Any
 
 import yaml
 
+from bench import cel_compare, core
+from bench.plot import plot
+from bench.reviews import bodies
 from webhook import certs, core_build
-
-from . import cel_compare, core
-from .plot import plot
-from .reviews import bodies
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"

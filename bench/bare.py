@@ -12,8 +12,8 @@ import ssl
 
 from aiohttp import web
 
-from webhook.review import dumps, loads
-from webhook.tls import new_context
+from webhook.admission.review import dumps, loads
+from webhook.serve.tls import new_context
 
 
 async def handle(request: web.Request) -> web.Response:

@@ -12,7 +12,7 @@ import statistics
 import time
 from typing import Any
 
-from .reviews import pods, wide_pod
+from bench.reviews import pods, wide_pod
 
 PROGRAM = r"""
 (has(object.spec.initContainers) ? object.spec.initContainers : []) + object.spec.containers

@@ -12,10 +12,9 @@ import statistics
 import time
 from typing import Any
 
+from bench.reviews import pods, wide_pod
 from webhook.config import default_policy
 from webhook.policy import Policy, engine
-
-from .reviews import pods, wide_pod
 
 POLICY = default_policy(cluster_version=(1, 27), accelerator_default="nvidia-t4")
 

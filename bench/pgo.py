@@ -7,9 +7,9 @@ code from the CPU's caches (in the server the compiled rules cost 2-3x what `ben
 
 The workload is what `make bench` sends (bench.reviews: GPU and non-GPU pods, allowed, denied,
 mutated) and, where its YAML reader is installed, the test corpus (every rule firing), through
-the real routes' handlers (webhook.server, webhook.answer) when their dependencies are
+the real routes' handlers (webhook.serve.server, webhook.serve.answer) when their dependencies are
 installed (the transport is aiohttp's, not compiled, so not trained), else through
-webhook.admission and webhook.review alone (pyyaml is needed either way: webhook.config builds
+webhook.admission and webhook.admission.review alone (pyyaml is needed either way: webhook.config builds
 the policy). Run as
 `python -m bench.pgo` with the freshly built package first on the path; it only executes, it
 asserts nothing (the tests judge the build).
@@ -22,7 +22,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .reviews import bodies
+from bench.reviews import bodies
 
 ROUNDS = 150  # about 5 s: enough for stable branch counts, small next to the compile itself
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "corpus"
@@ -35,7 +35,7 @@ def _corpus_reviews() -> list[bytes]:
         import yaml
     except ImportError:
         return []
-    from webhook.review import dumps
+    from webhook.admission.review import dumps
 
     out: list[bytes] = []
     for path in sorted(CORPUS.glob("*.yaml")):
@@ -57,11 +57,11 @@ def _corpus_reviews() -> list[bytes]:
 
 
 def _through_server(reviews: list[bytes]) -> bool:
-    """Reviews through the real routes' handlers, as webhook.transport calls them; False when the
+    """Reviews through the real routes' handlers, as webhook.serve.transport calls them; False when the
     server's dependencies (aiohttp, prometheus-client, pyyaml) are missing."""
     try:
-        from webhook import server
         from webhook.config import from_mapping
+        from webhook.serve import server
     except ImportError:
         return False
     webhook = server.Webhook(from_mapping(CONFIG))
@@ -76,7 +76,8 @@ def _through_server(reviews: list[bytes]) -> bool:
 
 def _through_protocol(reviews: list[bytes]) -> None:
     """The protocol layer and the policy alone (a build environment without the server's dependencies)."""
-    from webhook import admission, review
+    from webhook import admission
+    from webhook.admission import review
     from webhook.config import from_mapping
 
     policy = from_mapping(CONFIG).policy
@@ -84,7 +85,7 @@ def _through_protocol(reviews: list[bytes]) -> None:
         for body in reviews:
             req = review.parse(review.loads(body))
             for decide in (admission.validate, admission.mutate):
-                review.dumps(review.respond(req, decide(req, policy)))
+                review.dumps(admission.respond(req, decide(req, policy)))
 
 
 def main() -> int:

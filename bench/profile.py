@@ -17,10 +17,9 @@ from pathlib import Path
 
 import yaml
 
+from bench.__main__ import LOAD_CPU, RESULTS, SERVER_CPU, closed_loop, free_port, server
+from bench.reviews import bodies
 from webhook import certs, core_build
-
-from .__main__ import LOAD_CPU, RESULTS, SERVER_CPU, closed_loop, free_port, server
-from .reviews import bodies
 
 
 def main(argv: list[str] | None = None) -> int:

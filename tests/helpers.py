@@ -337,7 +337,7 @@ class Server:
 
     def scrape(self) -> str:
         """The metrics port's /metrics as of now: the server renders it at most once a second
-        (webhook.server.Exposition), so this waits out what an earlier scrape may have cached."""
+        (webhook.serve.server.Exposition), so this waits out what an earlier scrape may have cached."""
         wait = self._scraped + 1.05 - time.monotonic()
         if wait > 0:
             time.sleep(wait)

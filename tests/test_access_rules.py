@@ -293,7 +293,7 @@ def test_ten_thousand_namespaces_hold_under_5_mb() -> None:
 
     import orjson
 
-    from webhook.clusterview import Reflector, Timing, reduce_namespace
+    from webhook.cluster.view import Reflector, Timing, reduce_namespace
 
     items = [
         namespace(

@@ -7,7 +7,8 @@ import json
 from bench import core
 from bench.reviews import bodies, wide_pod
 from tests.helpers import container, default_policy, pod
-from webhook import admission, review
+from webhook import admission
+from webhook.admission import review
 from webhook.policy import RULE_IDS, Mode, engine
 
 POLICY = default_policy(cluster_version=(1, 27), accelerator_default="nvidia-t4")

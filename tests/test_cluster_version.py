@@ -94,7 +94,7 @@ def test_auto_reads_git_version_and_mutates_below_1_28(
 def test_auto_without_a_cluster_is_unknown(tmp_path: Path) -> None:
     env = {**os.environ, "KUBECONFIG": str(tmp_path / "missing"), "HOME": str(tmp_path)}
     env.pop("KUBERNETES_SERVICE_HOST", None)
-    code = "from webhook.cluster import detect_version; print(detect_version(timeout=2))"
+    code = "from webhook.cluster.version import detect_version; print(detect_version(timeout=2))"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
     assert r.stdout.strip() == "None"
     assert "version-gated mutations are skipped" in r.stderr

@@ -29,7 +29,7 @@ from tests.helpers import (
     pod,
 )
 from tests.kubeapi import KubeApi
-from webhook.clusterview import ClusterWatcher, Timing, load_client
+from webhook.cluster.view import ClusterWatcher, Timing, load_client
 from webhook.policy.types import ClusterView
 
 FAST = Timing(page=2, watch_seconds=(30, 30), read_seconds=10, connect_seconds=2, backoff=(0.1, 0.5), min_interval=0.01)
@@ -201,7 +201,7 @@ def test_no_cluster_means_no_view(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 def test_memory_of_a_5000_node_view() -> None:
     """The footprint the issue asks for: 5,000 GPU operator nodes with their full label sets
     (about 45 labels each, as GPU feature discovery and NFD write them), in 25 pools."""
-    from webhook.clusterview import Reflector
+    from webhook.cluster.view import Reflector
 
     def gpu_operator_node(i: int) -> dict[str, Any]:
         pool = i % 25
@@ -455,7 +455,7 @@ def test_slow_lists_are_waited_for_and_a_list_slower_than_the_read_timeout_is_re
 def test_odd_objects_from_the_api_never_break_the_view() -> None:
     """Whatever a list or watch returns, reducing it never raises: a node is never the reason a
     request fails. Fields of the wrong shape read as absent."""
-    from webhook.clusterview import reduce_claim, reduce_claim_template, reduce_device_class
+    from webhook.cluster.view import reduce_claim, reduce_claim_template, reduce_device_class
     from webhook.policy.nodes import node_key, view_of_nodes
 
     odd = [

@@ -57,12 +57,14 @@ def test_compiled_and_pure_judge_alike() -> None:
 
 
 STALE_PROBE = (
-    "import webhook, webhook.review, webhook.policy.engine as e;"
-    "print(webhook.core_build()); print(webhook.review.__file__); print(e.__file__)"
+    "import webhook, webhook.admission.review, webhook.policy.engine as e;"
+    "print(webhook.core_build()); print(webhook.admission.review.__file__); print(e.__file__)"
 )
 
 
-@pytest.mark.parametrize("edited", [None, "review.py", "admission.py", "policy/rules/gpu_quantity.py"])
+@pytest.mark.parametrize(
+    "edited", [None, "admission/review.py", "admission/decide.py", "serve/answer.py", "policy/rules/gpu_quantity.py"]
+)
 def test_an_edited_source_is_never_shadowed_by_its_stale_build(tmp_path: object, edited: str | None) -> None:
     """A copy of the built package; after one compiled module's source is edited, every compiled
     module (the core and the protocol layer) is imported from source, all or nothing."""

@@ -19,7 +19,8 @@ import pytest
 
 from tests.apiserver import ApiServer
 from tests.helpers import base_objects, default_policy, junk, nodes, replace
-from webhook import admission, review
+from webhook import admission
+from webhook.admission import review
 
 POLICY = default_policy(cluster_version=(1, 27), accelerator_default="t4")
 ROUNDS = 60  # per base object; ~3,000 mutated objects in all
@@ -40,7 +41,7 @@ def test_mutated_objects_get_a_verdict_and_applicable_patches(seed: int) -> None
             req = review.parse(json.loads(body))
             for decide in (admission.validate, admission.mutate):
                 outcome = decide(req, POLICY)
-                response = review.respond(req, outcome)["response"]
+                response = admission.respond(req, outcome)["response"]
                 assert response["uid"] == req.uid
                 if outcome.decision == "malformed":
                     seen["malformed"] += 1
@@ -70,6 +71,6 @@ def test_mutated_envelopes_are_rejected_or_judged(seed: int) -> None:
                 rejected += 1
                 continue
             for decide in (admission.validate, admission.mutate):
-                assert review.respond(req, decide(req, POLICY))["response"]["uid"] == req.uid
+                assert admission.respond(req, decide(req, POLICY))["response"]["uid"] == req.uid
             judged += 1
     assert rejected and judged

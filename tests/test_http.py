@@ -1,4 +1,4 @@
-"""The admission port's HTTP/1.1 (webhook.transport, aiohttp) against the edges well-meaning clients
+"""The admission port's HTTP/1.1 (webhook.serve.transport, aiohttp) against the edges well-meaning clients
 really hit, over real TLS to the server process: chunked bodies, routes, HEAD, content types. What an
 attacker sends (and the limits) is tests/test_http_hostile.py."""
 

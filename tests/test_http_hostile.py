@@ -29,7 +29,7 @@ from tests.rawhttp import HOST, chunked, connect, exchange, post, read_until_clo
 # Short deadlines, so every bound below is a few seconds: the shipped ones are 10 s each.
 DEADLINES = {"headerSeconds": 1.0, "bodySeconds": 1.0, "writeSeconds": 1.0, "idleSeconds": 3.0}
 HOSTILE = {"clusterVersion": "1.30", "server": {"maxRequestBytes": 65536, "drainSeconds": 0, **DEADLINES}}
-SWEEP = 0.25  # webhook.transport checks the header and write deadlines this often at these settings
+SWEEP = 0.25  # webhook.serve.transport checks the header and write deadlines this often at these settings
 GET = b"GET /healthz HTTP/1.1\r\nHost: " + HOST + b"\r\n\r\n"
 
 

@@ -11,9 +11,10 @@ import aiohttp
 
 from tests.apiserver import ApiServer
 from tests.helpers import container, pod
-from webhook import admission, server
+from webhook import admission
 from webhook.config import from_mapping
-from webhook.tls import new_context
+from webhook.serve import server
+from webhook.serve.tls import new_context
 
 
 def test_exception_in_policy_becomes_errored_review(monkeypatch, cert_dir: Path) -> None:

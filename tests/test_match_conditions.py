@@ -1,6 +1,6 @@
 """Which pods reach the policy: the chart's CEL selects every pod it acts on.
 
-It is derived from the rules' triggers (webhook.generate); a condition that is too narrow is a
+It is derived from the rules' triggers (webhook.buildtime.generate); a condition that is too narrow is a
 silent bypass. So, for several policies, the chart is rendered with a real helm, its
 matchConditions are evaluated with a CEL implementation (cel-python), and for every pod the
 policy would deny, warn about, audit or patch, the CEL must say "send it". The pods: the corpus

@@ -17,9 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import POLICY
-from webhook import admission, review
+from webhook import admission
+from webhook.admission import review
+from webhook.admission.review import ReviewError
 from webhook.policy import Mode, ShapeError, engine, group_of
-from webhook.review import ReviewError
 
 RESOURCE_NAMES = [
     "nvidia.com/gpu",
@@ -141,7 +142,7 @@ def test_admission_never_crashes_and_never_allows_a_denied_object(body: dict[str
         assert 400 <= exc.status < 500
         return
     outcome = admission.validate(req, POLICY)
-    response = review.respond(req, outcome)
+    response = admission.respond(req, outcome)
     assert response["apiVersion"] == body["apiVersion"] and response["kind"] == "AdmissionReview"
     assert response["response"]["uid"] == req.uid and isinstance(response["response"]["allowed"], bool)
     judged = req.operation == "CREATE" and req.namespace not in POLICY.exempt_namespaces

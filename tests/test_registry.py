@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from webhook import generate
+from webhook.buildtime import generate
 from webhook.config import DEFAULTS, default_policy
 from webhook.policy import ALL_RULES, MUTATIONS, RULE_IDS, Mode, Where
 

@@ -1,6 +1,6 @@
 """Wire-format helpers: warnings stay within what the API server keeps."""
 
-from webhook.review import WARNINGS_BUDGET, cap_warnings
+from webhook.admission.review import WARNINGS_BUDGET, cap_warnings
 
 
 def test_few_warnings_pass_unchanged() -> None:

@@ -421,7 +421,7 @@ def verifier(kube: KubeApi, tmp_path: Path, **options: Any) -> Any:
     kubelet answers in `delay`)."""
     from kubernetes import config
 
-    from webhook import verify as v
+    from webhook.cluster import verify as v
     from webhook.config import default_policy
 
     client = config.new_client_from_config(config_file=str(kube.kubeconfig(tmp_path / "kubeconfig")))
@@ -430,7 +430,7 @@ def verifier(kube: KubeApi, tmp_path: Path, **options: Any) -> Any:
 
 def isolation(kube: KubeApi, tmp_path: Path, **options: Any) -> Any:
     """One isolation check of nvidia.com/gpu, as `verify` runs it (probes deleted after)."""
-    from webhook.verify import gpu_resources
+    from webhook.cluster.verify import gpu_resources
 
     v = verifier(kube, tmp_path, **options)
     nodes = {n["metadata"]["name"]: n for n in v.kube.nodes() if gpu_resources(n, v.policy)}

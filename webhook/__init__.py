@@ -14,10 +14,10 @@ BUILD = choose_build()
 def core_build() -> str:
     """Whether the policy core and the protocol layer run compiled (mypyc) or as pure Python, and
     why (webhook._build)."""
-    from . import admission
+    from .admission import decide
     from .policy import engine
 
-    for module in (engine, admission):
+    for module in (engine, decide):
         compiled = not module.__file__ or module.__file__.endswith((".so", ".pyd"))
         assert compiled == BUILD.startswith("compiled"), (BUILD, module.__file__)
     return BUILD

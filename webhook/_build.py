@@ -1,8 +1,9 @@
 """Compiled or pure: run the mypyc build only when it is the build of these sources.
 
-What is compiled: the code every review runs through. The policy core (webhook/policy, but its
-__init__), the protocol layer (webhook/review.py, webhook/admission.py), the review routes' handler
-(webhook/answer.py); the transport is aiohttp's, compiled by its own maintainers. setup.py
+What is compiled: the code every review runs through. The policy core (webhook/policy), the
+protocol layer (webhook/admission), each but its __init__, which only re-exports; and the review
+routes' handler (webhook/serve/answer.py). The transport is aiohttp's, compiled by its own
+maintainers. setup.py
 (GPU_POLICY_MYPYC=1) compiles them into extension modules next to their sources and writes
 `_compiled.json`: the sha256 of each source it compiled. Python imports an extension module in
 preference to the source beside it, so after a rule is edited the old compiled one would silently
@@ -31,14 +32,14 @@ from types import ModuleType
 HERE = Path(__file__).resolve().parent  # the webhook package
 PACKAGE = "webhook"
 MANIFEST = HERE / "_compiled.json"
-CORE = HERE / "policy"
-PROTOCOL = ("review.py", "admission.py", "answer.py")
+PACKAGES = (HERE / "policy", HERE / "admission")  # every module but __init__ (they only re-export)
+MODULES = (HERE / "serve" / "answer.py",)
 
 
 def sources() -> list[Path]:
-    """Every compiled module's source (webhook/policy/__init__.py is not: it only re-exports)."""
-    core = (p for p in CORE.rglob("*.py") if p.name != "__init__.py")
-    return sorted([*core, *(HERE / name for name in PROTOCOL)])
+    """Every compiled module's source."""
+    packaged = (p for package in PACKAGES for p in package.rglob("*.py") if p.name != "__init__.py")
+    return sorted([*packaged, *MODULES])
 
 
 def module_name(path: Path) -> str:

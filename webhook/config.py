@@ -219,7 +219,7 @@ class Settings:
     # After SIGTERM: report not-ready but keep serving this long, so the API server stops
     # sending reviews here before the listener closes (endpoint changes take a moment).
     drain_seconds: float
-    # Slow or hostile clients (webhook.transport): idle keep-alive connections close after
+    # Slow or hostile clients (webhook.serve.transport): idle keep-alive connections close after
     # idle_seconds, half-sent headers after header_seconds; a body still incomplete after
     # body_seconds gets 408; a client that stops reading is cut off after write_seconds.
     idle_seconds: float
@@ -227,7 +227,7 @@ class Settings:
     header_seconds: float
     write_seconds: float
     cluster_version_seconds: float  # clusterVersion auto: how often /version is read again; 0: once
-    cluster_view: bool  # watch nodes and DRA objects when a cluster is reachable (webhook.clusterview)
+    cluster_view: bool  # watch nodes and DRA objects when a cluster is reachable (webhook.cluster.view)
     # Every key with its value after defaults: what start-up logs (the config holds no secrets).
     effective: Mapping[str, Any] = field(default_factory=dict)
 

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.helpers import POLICY, base_objects, junk, node_table, nodes, replace
 from webhook import admission, core_build
-from webhook.manifests import Document, review_request
+from webhook.offline.manifests import Document, review_request
 from webhook.policy.nodes import view_of_nodes
 
 ROUNDS = 25

@@ -7,9 +7,10 @@ import argparse
 import os
 import sys
 
-from .. import core_build, logs, package_version
+from .. import core_build, package_version
 from ..config import ConfigError
-from ..reports import EXIT_INPUT
+from ..offline.reports import EXIT_INPUT
+from ..serve import logs
 from . import certs, cluster, offline, serve
 
 
@@ -187,7 +188,7 @@ def parser() -> argparse.ArgumentParser:
     _cluster_flags(a)
     a.set_defaults(func=cluster.audit)
 
-    from ..verify import DEFAULT_IMAGE
+    from ..cluster.verify import DEFAULT_IMAGE
 
     v = command("verify", "prove GPU scheduling and isolation on a live cluster (probe pods)", VERIFY)
     v.add_argument("--config", help="YAML config file: the GPU model and the webhook's policy (default: built-in)")

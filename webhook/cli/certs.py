@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from .. import certs
-from ..reports import EXIT_INPUT, EXIT_OK
+from ..offline.reports import EXIT_INPUT, EXIT_OK
 
 
 def command(args: argparse.Namespace) -> int:

@@ -16,16 +16,16 @@ from typing import Any
 
 import yaml
 
-from ..audit import Audit, apply_reports, policy_reports, reports_served, run
-from ..clusterview import ClusterError
+from ..cluster.audit import Audit, apply_reports, policy_reports, reports_served, run
+from ..cluster.view import ClusterError
+from ..offline.reports import EXIT_DENIED, EXIT_INPUT, EXIT_OK
 from ..policy import Mode, Policy, watches_namespaces
 from ..policy.engine import DENY_PREFIX
-from ..reports import EXIT_DENIED, EXIT_INPUT, EXIT_OK
 from .settings import chart_view, from_args
 
 
 def connect(args: argparse.Namespace) -> Any:
-    from ..clusterview import connect as connect_cluster
+    from ..cluster.view import connect as connect_cluster
 
     return connect_cluster(getattr(args, "kubeconfig", None), getattr(args, "context", None))[0]
 
@@ -34,7 +34,7 @@ def with_cluster(args: argparse.Namespace, policy: Policy, client: Any = None) -
     """`policy` judging against the live cluster: its nodes and DRA objects, listed once."""
     from kubernetes.client.exceptions import ApiException
 
-    from ..clusterview import ClusterWatcher
+    from ..cluster.view import ClusterWatcher
 
     client = client if client is not None else connect(args)
     try:
@@ -159,7 +159,7 @@ def verify(args: argparse.Namespace) -> int:
 
     from kubernetes.client.exceptions import ApiException
 
-    from .. import verify as v
+    from ..cluster import verify as v
 
     policy = from_args(args, chart_view(args)).policy
 

@@ -15,11 +15,12 @@ from typing import Any
 import jsonpatch
 import yaml
 
-from .. import admission, package_version, reports
+from .. import admission, package_version
 from ..admission import Decision
-from ..manifests import InputError, NamespaceMismatch, read, review_request
-from ..reports import EXIT_DENIED, EXIT_INPUT, EXIT_OK, Result
-from ..review import Request
+from ..admission.review import Request
+from ..offline import reports
+from ..offline.manifests import InputError, NamespaceMismatch, read, review_request
+from ..offline.reports import EXIT_DENIED, EXIT_INPUT, EXIT_OK, Result
 from .settings import chart_view, from_args
 
 
@@ -39,7 +40,7 @@ def check(args: argparse.Namespace) -> int:
     chart = chart_view(args)
     policy = from_args(args, chart).policy
     if args.cluster:
-        from ..clusterview import ClusterError
+        from ..cluster.view import ClusterError
         from .cluster import with_cluster
 
         try:

@@ -1,4 +1,4 @@
-"""`gpu-policy serve`: the TLS port and the metrics port (webhook.transport), the SIGTERM drain
+"""`gpu-policy serve`: the TLS port and the metrics port (webhook.serve.transport), the SIGTERM drain
 and the pre-forked workers."""
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import sys
 from typing import TYPE_CHECKING
 
 from ..config import Settings
-from ..metrics import Metrics
-from ..reports import EXIT_INPUT, EXIT_OK
+from ..offline.reports import EXIT_INPUT, EXIT_OK
+from ..serve.metrics import Metrics
 from .settings import from_args
 
 if TYPE_CHECKING:
-    from ..tls import CertReloader
+    from ..serve.tls import CertReloader
 
 log = logging.getLogger("gpu-policy")
 
@@ -32,7 +32,7 @@ def _serve_one(
     snapshots: str | None = None,
     follow_version: bool = False,
 ) -> None:
-    from ..tls import CertReloader
+    from ..serve.tls import CertReloader
 
     reloader = CertReloader(args.cert_dir, settings.cert_reload_seconds)
     try:
@@ -54,20 +54,20 @@ async def _serve(
     follow_version: bool,
 ) -> None:
     """Serve until SIGTERM or SIGINT; on SIGTERM drain first (see Settings.drain_seconds).
-    SIGHUP reloads the config file at once (it is also watched; see webhook.reload)."""
-    from ..server import Webhook, serve, serve_metrics, shutdown
+    SIGHUP reloads the config file at once (it is also watched; see webhook.serve.reload)."""
+    from ..serve.server import Webhook, serve, serve_metrics, shutdown
 
     host, port = args.host, args.port
     detect = None
     if follow_version:
         from functools import partial
 
-        from ..cluster import detect_version
+        from ..cluster.version import detect_version
 
         detect = partial(detect_version, quiet=True)
     cluster_client = None
     if settings.cluster_view:  # per process: watch threads do not survive the workers' fork
-        from ..clusterview import load_client
+        from ..cluster.view import load_client
 
         loaded = load_client()
         if loaded is not None:
@@ -140,8 +140,8 @@ def _serve_snapshots(settings: Settings, host: str, port: int, folder: str, chil
     workers' ports, on an event loop of its own in a thread."""
     import threading
 
-    from ..server import GET, Exposition, healthz
-    from ..transport import Route, Transport
+    from ..serve.server import GET, Exposition, healthz
+    from ..serve.transport import Route, Transport
 
     def render() -> bytes:
         snaps = []
@@ -180,16 +180,16 @@ def command(args: argparse.Namespace) -> int:
     follow_version = settings.cluster_version_auto
     digest = ""
     if args.config:
-        from ..reload import digest_of
+        from ..serve.reload import digest_of
 
         with open(args.config, "rb") as f:  # the file from_args just validated
             digest = digest_of(f.read())
     if settings.cluster_version_auto:
-        from ..cluster import detect_version
+        from ..cluster.version import detect_version
 
         settings = settings.with_cluster_version(detect_version())
     try:
-        from ..tls import new_context
+        from ..serve.tls import new_context
 
         new_context(os.path.join(args.cert_dir, "tls.crt"), os.path.join(args.cert_dir, "tls.key"))
     except (OSError, ValueError) as exc:

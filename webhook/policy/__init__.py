@@ -29,7 +29,8 @@ from .engine import (
 )
 from .objects import PodView, ShapeError, group_of
 from .registry import MUTATIONS, OBJECT_RULES, RULES
-from .types import Changes, Mode, Mutation, ObjectRule, Policy, Rule, Trigger, Violation, Where
+from .rule import Mutation, ObjectRule, Rule, Trigger, Where
+from .types import Changes, Mode, Policy, Violation
 
 __all__ = [
     "ALL_RULES",

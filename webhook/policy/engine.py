@@ -15,7 +15,8 @@ from .mutations import isolate_non_gpu
 from .nodes import view_of_nodes
 from .objects import PodView, ShapeError, build_views, find_templates
 from .registry import MUTATIONS, OBJECT_RULES, RULES, check_pod
-from .types import MAX_WARNING, Changes, Mode, Mutation, ObjectRule, Policy, Rule, Violation
+from .rule import Mutation, ObjectRule, Rule
+from .types import MAX_WARNING, Changes, Mode, Policy, Violation
 
 ALL_RULES: Final[tuple[Rule | ObjectRule, ...]] = (*RULES, *OBJECT_RULES)
 RULE_IDS: Final[tuple[str, ...]] = tuple(r.id for r in ALL_RULES)
@@ -115,7 +116,7 @@ NAMESPACE_RULES: Final = tuple(r.id for r in RULES if r.watches_namespaces)
 
 def watches_namespaces(policy: Policy) -> bool:
     """Whether a rule on in `policy` reads namespaces: the server then watches them (and the chart,
-    from the same flag through webhook.generate, grants list/watch on them)."""
+    from the same flag through webhook.buildtime.generate, grants list/watch on them)."""
     return any(policy.mode(rule) is not Mode.OFF for rule in NAMESPACE_RULES)
 
 

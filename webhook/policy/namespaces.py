@@ -1,6 +1,6 @@
 """What the access rules know of a pod's namespace: its labels and gpu-policy's annotation.
 
-The facts come from the cluster view's watch of namespaces (webhook.clusterview keeps
+The facts come from the cluster view's watch of namespaces (webhook.cluster.view keeps
 `types.NamespaceFacts` per namespace, and only while a rule that reads them is on). Three answers,
 kept apart on purpose because the rules treat them differently:
 

@@ -1,6 +1,6 @@
 """The cluster as the pre-flight rules see it: GPU node groups, and DRA claims resolved to classes.
 
-The server's watcher (webhook.clusterview) reduces every Node to the few fields that decide
+The server's watcher (webhook.cluster.view) reduces every Node to the few fields that decide
 where a GPU pod can land (labels, extended-resource allocatable, taints, cordon) and hands the
 policy an immutable `ClusterView`. Nodes of one pool share all of those except their name, so
 the view holds *groups* of identical nodes: a GPU pod is matched against a few dozen groups,

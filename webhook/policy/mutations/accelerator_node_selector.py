@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from ..objects import PodView
 from ..patch import add, escape
-from ..types import GPU_REQUEST, NO_CHANGES, Changes, Mutation, Policy
+from ..rule import GPU_REQUEST, Mutation
+from ..types import NO_CHANGES, Changes, Policy
 
 ID = "accelerator-node-selector"
 

@@ -18,7 +18,8 @@ from ..gpus import isolated
 from ..nvidia import VISIBLE_DEVICES
 from ..objects import PodView
 from ..patch import Op, append_env
-from ..types import EVERY_POD, NO_CHANGES, Changes, ContainerKind, Mutation, Policy
+from ..rule import EVERY_POD, Mutation
+from ..types import NO_CHANGES, Changes, ContainerKind, Policy
 
 ID = "isolate-non-gpu"
 VOID = {"name": VISIBLE_DEVICES, "value": "void"}

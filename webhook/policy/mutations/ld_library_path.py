@@ -15,7 +15,8 @@ from __future__ import annotations
 from ..gpus import requests_gpu
 from ..objects import PodView
 from ..patch import Op, append_env, replace
-from ..types import GPU_REQUEST, NO_CHANGES, Changes, ContainerKind, Mutation, Policy
+from ..rule import GPU_REQUEST, Mutation
+from ..types import NO_CHANGES, Changes, ContainerKind, Policy
 
 ID = "ld-library-path"
 NAME = "LD_LIBRARY_PATH"

@@ -11,7 +11,8 @@ from __future__ import annotations
 from ..gpus import source
 from ..objects import PodView
 from ..quantity import describe
-from ..types import Mode, Policy, Rule, Trigger, Violation, Where
+from ..rule import Rule, Trigger, Where
+from ..types import Mode, Policy, Violation
 
 ID = "driver-capabilities-non-gpu"
 NAME = "NVIDIA_DRIVER_CAPABILITIES"

@@ -14,7 +14,8 @@ from typing import Final
 
 from ..gpus import gpu_pod
 from ..objects import PodView
-from ..types import Policy, Rule, Trigger, Violation, Where
+from ..rule import Rule, Trigger, Where
+from ..types import Policy, Violation
 from .no_gpu_device_hostpath import _under, normalise
 
 ID = "driver-hostpath-non-gpu"

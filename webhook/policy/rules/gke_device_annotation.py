@@ -16,7 +16,8 @@ from decimal import Decimal
 from ..gpus import GKE_DEVICES as PREFIX
 from ..gpus import GPU_DEVICE_NODE as _GPU_NODE
 from ..objects import PodView
-from ..types import ContainerKind, Policy, Rule, Trigger, Violation, Where
+from ..rule import Rule, Trigger, Where
+from ..types import ContainerKind, Policy, Violation
 
 ID = "gke-device-annotation"
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from ..gpus import gets_gpu
 from ..objects import PodView
-from ..types import GPU_POD, Mode, Policy, Rule, Violation
+from ..rule import GPU_POD, Rule
+from ..types import Mode, Policy, Violation
 
 ID = "gpu-controller-owned"
 

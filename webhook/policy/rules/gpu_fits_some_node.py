@@ -18,7 +18,8 @@ from typing import Final
 
 from ..objects import PodView
 from ..preflight import analyse, count, largest_container
-from ..types import GPU_POD, Mode, NodeGroup, Policy, Rule, Violation
+from ..rule import GPU_POD, Rule
+from ..types import Mode, NodeGroup, Policy, Violation
 
 ID = "gpu-fits-some-node"
 ZERO: Final = Decimal(0)

@@ -31,7 +31,8 @@ from ..namespaces import GPU_KINDS_ANNOTATION, facts
 from ..nodes import claim_classes
 from ..objects import Container, PodView
 from ..quantity import QuantityError, parse_quantity
-from ..types import GPU_POD, Mode, Policy, Rule, Violation
+from ..rule import GPU_POD, Rule
+from ..types import Mode, Policy, Violation
 
 ID = "gpu-kinds-allowed"
 KINDS = ("whole", "shared", "time-sliced", "mig", "dra")

@@ -10,7 +10,8 @@ from typing import Any
 
 from ..objects import ShapeError
 from ..quantity import describe
-from ..types import GPU_REQUEST, ObjectRule, Policy, Violation
+from ..rule import GPU_REQUEST, ObjectRule
+from ..types import Policy, Violation
 
 ID = "gpu-limitrange"
 

@@ -24,7 +24,8 @@ from ..gpus import is_device
 from ..namespaces import MAX_GPUS_LABEL, facts, label
 from ..objects import PodView
 from ..quantity import QuantityError, parse_quantity
-from ..types import GPU_RESOURCE, ContainerKind, Mode, Policy, Rule, Violation
+from ..rule import GPU_RESOURCE, Rule
+from ..types import ContainerKind, Mode, Policy, Violation
 
 ID = "gpu-max-per-pod"
 

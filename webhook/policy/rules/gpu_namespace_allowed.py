@@ -17,7 +17,8 @@ from __future__ import annotations
 from ..gpus import gets_gpu
 from ..namespaces import NAME_LABEL, NOT_SEEN, NOT_SYNCED, facts
 from ..objects import PodView
-from ..types import GPU_POD, Mode, Policy, Rule, Violation
+from ..rule import GPU_POD, Rule
+from ..types import Mode, Policy, Violation
 
 ID = "gpu-namespace-allowed"
 FIX = "ask the platform to label the namespace to match gpuNamespaceSelector, or to list it in gpuNamespaces"

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from ..gpus import agent_account, node_agent, pinned_to_gpu_nodes, sees_no_gpu, zero_request
 from ..objects import PodView
-from ..types import GPU_RESOURCE, Mode, Policy, Rule, Trigger, Violation, Where
+from ..rule import GPU_RESOURCE, Rule, Trigger, Where
+from ..types import Mode, Policy, Violation
 
 ID = "gpu-node-agent"
 

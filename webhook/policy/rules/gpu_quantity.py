@@ -23,7 +23,8 @@ from typing import Final
 from ..gpus import is_device, whole
 from ..objects import PodView, quote_key
 from ..quantity import QuantityError, describe, parse_quantity
-from ..types import GPU_RESOURCE, Policy, Rule, Violation
+from ..rule import GPU_RESOURCE, Rule
+from ..types import Policy, Violation
 
 ID = "gpu-quantity"
 _ONE = Decimal(1)

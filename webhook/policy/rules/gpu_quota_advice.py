@@ -16,7 +16,8 @@ from typing import Any
 from ..gpus import is_companion, is_device
 from ..objects import ShapeError
 from ..quantity import describe
-from ..types import GPU_RESOURCE, Mode, ObjectRule, Policy, Violation
+from ..rule import GPU_RESOURCE, ObjectRule
+from ..types import Mode, Policy, Violation
 
 ID = "gpu-quota-advice"
 

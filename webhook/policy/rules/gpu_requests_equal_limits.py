@@ -12,7 +12,8 @@ from __future__ import annotations
 from ..gpus import is_device
 from ..objects import PodView, quote_key
 from ..quantity import QuantityError, describe, parse_quantity
-from ..types import GPU_RESOURCE, Policy, Rule, Violation
+from ..rule import GPU_RESOURCE, Rule
+from ..types import Policy, Violation
 
 ID = "gpu-requests-equal-limits"
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from ..objects import PodView
 from ..preflight import analyse, largest_container
-from ..types import GPU_POD, Mode, Policy, Rule, Violation
+from ..rule import GPU_POD, Rule
+from ..types import Mode, Policy, Violation
 
 ID = "gpu-resource-advertised"
 

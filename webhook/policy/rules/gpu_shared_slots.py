@@ -15,7 +15,8 @@ from __future__ import annotations
 from ..gpus import is_shared
 from ..objects import PodView
 from ..quantity import QuantityError, describe, parse_quantity
-from ..types import GPU_RESOURCE, Mode, Policy, Rule, Violation
+from ..rule import GPU_RESOURCE, Rule
+from ..types import Mode, Policy, Violation
 
 ID = "gpu-shared-slots"
 

@@ -11,7 +11,8 @@ memory-backed emptyDir.
 from __future__ import annotations
 
 from ..objects import PodView
-from ..types import Mode, Policy, Rule, Trigger, Violation, Where
+from ..rule import Rule, Trigger, Where
+from ..types import Mode, Policy, Violation
 from .no_gpu_device_hostpath import SHM, _under, normalise
 
 ID = "host-shm"

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from ..objects import PodView
 from ..preflight import analyse
-from ..types import GPU_POD, Mode, Policy, Rule, Violation
+from ..rule import GPU_POD, Rule
+from ..types import Mode, Policy, Violation
 
 ID = "known-accelerator"
 

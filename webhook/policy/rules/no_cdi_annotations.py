@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Final
 
 from ..objects import PodView
-from ..types import Policy, Rule, Trigger, Violation, Where
+from ..rule import Rule, Trigger, Where
+from ..types import Policy, Violation
 
 ID = "no-cdi-annotations"
 PREFIXES: Final[tuple[str, ...]] = ("nvidia.cdi.k8s.io/", "cdi.k8s.io/")

@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Final
 
 from ..objects import PodView
-from ..types import Policy, Rule, Trigger, Violation, Where
+from ..rule import Rule, Trigger, Where
+from ..types import Policy, Violation
 
 ID = "no-gpu-device-hostpath"
 DEVICE_LIST_NAME = "nvidia-container-devices"

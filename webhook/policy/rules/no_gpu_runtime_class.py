@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from ..gpus import source
 from ..objects import PodView
-from ..types import Policy, Rule, Trigger, Violation, Where
+from ..rule import Rule, Trigger, Where
+from ..types import Policy, Violation
 
 ID = "no-gpu-runtime-class"
 

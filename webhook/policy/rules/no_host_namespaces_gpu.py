@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from ..gpus import gpu_pod
 from ..objects import PodView
-from ..types import GPU_POD, Policy, Rule, Violation
+from ..rule import GPU_POD, Rule
+from ..types import Policy, Violation
 
 ID = "no-host-namespaces-gpu"
 

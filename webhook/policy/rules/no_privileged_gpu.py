@@ -14,7 +14,8 @@ from __future__ import annotations
 from ..gpus import gpu_pod, resource_hint
 from ..nvidia import privileged_capability
 from ..objects import PodView
-from ..types import GPU_POD, Policy, Rule, Violation
+from ..rule import GPU_POD, Rule
+from ..types import Policy, Violation
 
 ID = "no-privileged-gpu"
 

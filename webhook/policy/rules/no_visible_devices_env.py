@@ -15,7 +15,8 @@ from ..gpus import kai_injected, kai_pod, resource_hint
 from ..nvidia import VISIBLE_DEVICES, grants_devices
 from ..objects import Container, PodView
 from ..quantity import describe
-from ..types import Policy, Rule, Trigger, Violation, Where
+from ..rule import Rule, Trigger, Where
+from ..types import Policy, Violation
 
 ID = "no-visible-devices-env"
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 from ..gpus import gpu_pod, isolated
 from ..nvidia import VISIBLE_DEVICES
 from ..objects import EnvSource, PodView
-from ..types import GPU_POD, Mode, Policy, Rule, Violation
+from ..rule import GPU_POD, Rule
+from ..types import Mode, Policy, Violation
 
 ID = "visible-devices-envfrom"
 

@@ -29,10 +29,10 @@ from typing import Any, Final
 
 import orjson
 
-from .clusterview import ClusterError, call_json
-from .policy import Policy
-from .policy.gpus import is_device, is_shared
-from .policy.quantity import QuantityError, parse_quantity
+from ..policy import Policy
+from ..policy.gpus import is_device, is_shared
+from ..policy.quantity import QuantityError, parse_quantity
+from .view import ClusterError, call_json
 
 PASS, FAIL, SKIP, INFO = "pass", "fail", "skip", "info"
 EXIT_OK, EXIT_FAILED, EXIT_CANNOT_RUN = 0, 1, 2

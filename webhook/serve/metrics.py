@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from . import package_version
+from .. import package_version
 
 VIEW_RESOURCES = ("nodes", "deviceclasses", "resourceclaims", "resourceclaimtemplates")
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
@@ -38,7 +38,7 @@ class Metrics(Collector):
         self.config_generation = 0
         self.in_flight = 0
         self.cert_not_after: Callable[[], float] = lambda: 0.0
-        # The cluster view (webhook.clusterview): -1 when it is off; 0 not synced; 1 synced.
+        # The cluster view (webhook.cluster.view): -1 when it is off; 0 not synced; 1 synced.
         self.view_synced = -1
         self.view_nodes = 0
         # by resource; every resource present from the start, so rate() and absent() work at once

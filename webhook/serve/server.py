@@ -1,5 +1,5 @@
-"""The admission server: its routes (the review routes' handler is webhook.answer), the watchers
-beside them, and the ports (webhook.transport, aiohttp, carries the bytes)."""
+"""The admission server: its routes (the review routes' handler is webhook.serve.answer), the watchers
+beside them, and the ports (webhook.serve.transport, aiohttp, carries the bytes)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from . import admission
+from .. import admission
+from ..config import Settings
+from ..policy import watches_namespaces
 from .answer import TEXT, Answer, Cell, ReviewHandler
-from .config import Settings
 from .metrics import Metrics
-from .policy import watches_namespaces
 from .reload import Active, ConfigReloader, VersionWatcher, activate
 from .transport import Route, Transport
 
@@ -63,7 +63,7 @@ class Webhook:
         """`reloader` owns the TLS context; the config file at `config_path` (whose bytes hash to
         `digest`) and, with `detect_version` (clusterVersion auto), the cluster's version are
         watched while it runs; with `cluster_client` (a kubernetes ApiClient) the cluster view
-        too (webhook.clusterview), which the pre-flight rules read."""
+        too (webhook.cluster.view), which the pre-flight rules read."""
         self.settings = settings
         counters = self.metrics = Metrics()
         self.ready = False
@@ -174,7 +174,7 @@ def _start_cluster_view(webhook: Webhook) -> Any:
         return None
     from dataclasses import replace
 
-    from .clusterview import ClusterWatcher, Timing
+    from ..cluster.view import ClusterWatcher, Timing
 
     cell, counters, put = webhook.cell, webhook.metrics, webhook.put
     loop = asyncio.get_running_loop()

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import logging
 
-from .clusterview import call_json, connect
-from .config import parse_version
+from ..config import parse_version
+from .view import call_json, connect
 
 log = logging.getLogger("gpu-policy.cluster")
 

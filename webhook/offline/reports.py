@@ -2,7 +2,7 @@
 JUnit XML for CI test reports, or SARIF 2.1.0 for code scanning (GitHub reads it).
 
 Formats the structured `admission.Outcome`; never a wire dict (the server's answer is built
-by webhook.review alone).
+by webhook.admission.review alone).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from .admission import UNPOLICED_GPU, Decision, Outcome
-from .policy import ALL_RULES, Mode, Violation
-from .policy.engine import DENY_PREFIX
+from ..admission import UNPOLICED_GPU, Decision, Outcome
+from ..policy import ALL_RULES, Mode, Violation
+from ..policy.engine import DENY_PREFIX
 
 EXIT_OK, EXIT_DENIED, EXIT_INPUT = 0, 1, 2
 

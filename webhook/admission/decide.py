@@ -1,8 +1,8 @@
 """From a parsed AdmissionReview request to a structured Outcome: which requests are judged, and how.
 
-Transport-free (the server passes decoded JSON in; webhook.review turns the Outcome into the
-wire answer), so the decision table below serves the HTTPS server and the offline
-`check`/`mutate` commands alike.
+Transport-free (the server passes decoded JSON in; `respond` turns the Outcome into the wire
+answer with webhook.admission.review's constructors), so the decision table below serves the
+HTTPS server and the offline `check`/`mutate` commands alike.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from .policy import Mode, Policy, ShapeError, Verdict, Violation, engine
-from .policy.engine import clip
-from .review import Request
+from ..policy import Mode, Policy, ShapeError, Verdict, Violation, engine
+from ..policy.engine import clip
+from .review import Request, allowed, denied
 
 EPHEMERAL = "ephemeralcontainers"
 
@@ -201,3 +201,11 @@ def mutate(req: Request, policy: Policy) -> Outcome:
         changes = engine.mutate(pod, policy)
     decision = Decision.PATCHED if changes.ops else Decision.ALLOWED
     return Outcome(decision, ops=changes.ops, warnings=changes.warnings)
+
+
+def respond(req: Request, outcome: Outcome) -> dict[str, Any]:
+    """The AdmissionReview answer for `outcome` (review's constructors build it)."""
+    audit = outcome.audit_annotations()
+    if outcome.allowed:
+        return allowed(req, warnings=outcome.warnings, audit=audit, patch=outcome.ops)
+    return denied(req, outcome.message, code=outcome.code, warnings=outcome.warnings, audit=audit)

@@ -29,9 +29,9 @@ from typing import Any
 
 import orjson
 
-from .policy.namespaces import GPU_KINDS_ANNOTATION, NAME_LABEL
-from .policy.nodes import NodeKey, group_nodes, node_key
-from .policy.types import ClusterView, NamespaceFacts
+from ..policy.namespaces import GPU_KINDS_ANNOTATION, NAME_LABEL
+from ..policy.nodes import NodeKey, group_nodes, node_key
+from ..policy.types import ClusterView, NamespaceFacts
 
 log = logging.getLogger("gpu-policy.clusterview")
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from pythonjsonlogger.json import JsonFormatter
 
-from .review import dumps
+from ..admission.review import dumps
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 REVIEW = logging.getLogger("gpu-policy.review")

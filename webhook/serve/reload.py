@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .config import ConfigError, Settings, from_text
-from .policy import Policy
+from ..config import ConfigError, Settings, from_text
+from ..policy import Policy
 
 log = logging.getLogger("gpu-policy.reload")
 

@@ -18,12 +18,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import admission
-from .admission import Decision, Outcome
-from .clusterview import ClusterError, call_json
-from .policy import OBJECT_RULES, Mode, Policy, Violation
-from .policy.templates import WORKLOADS
-from .review import Request
+from .. import admission
+from ..admission import Decision, Outcome
+from ..admission.review import Request
+from ..policy import OBJECT_RULES, Mode, Policy, Violation
+from ..policy.templates import WORKLOADS
+from .view import ClusterError, call_json
 
 Progress = Callable[[str], None]
 

@@ -23,7 +23,7 @@ Ours, because neither library has it (each a few lines, marked below):
 - the log: a client's mistake is one WARNING line (malformed request) or DEBUG (reset, timeout,
   close_notify), never aiohttp's ERROR traceback; a failure of ours still is one.
 
-Handlers keep the shape webhook.answer compiles: (Content-Type media type, body) -> Answer.
+Handlers keep the shape webhook.serve.answer compiles: (Content-Type media type, body) -> Answer.
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ from typing import Any, Final, cast
 from aiohttp import hdrs, web
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 
+from ..admission.review import dumps
+from ..config import Settings
 from .answer import JSON, TEXT, Answer, Handler
-from .config import Settings
-from .review import dumps
 
 log = logging.getLogger("gpu-policy.http")
 
@@ -144,7 +144,7 @@ class Transport:
 
         options: dict[str, Any] = {
             "keepalive_timeout": limits.idle_seconds,
-            "access_log": None,  # one line per review is webhook.answer's, at its own level
+            "access_log": None,  # one line per review is webhook.serve.answer's, at its own level
             "max_line_size": MAX_LINE,
             "max_field_size": MAX_LINE,
             "max_headers": MAX_HEADERS,

@@ -2,7 +2,8 @@
 
 Requests are read field by field from the parsed JSON (no client models); responses are
 built by the small constructors at the bottom (allowed / denied / errored), the shape of
-controller-runtime's response helpers.
+controller-runtime's response helpers. It knows nothing of decisions: webhook.admission.decide
+builds on it (and turns an Outcome into a response with these constructors).
 """
 
 from __future__ import annotations
@@ -11,10 +12,7 @@ import base64
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # admission builds on this module; only its result type is named here
-    from .admission import Outcome
+from typing import Any
 
 V1 = "admission.k8s.io/v1"
 V1BETA1 = "admission.k8s.io/v1beta1"
@@ -186,14 +184,6 @@ def cap_warnings(warnings: Sequence[str]) -> list[str]:
         kept.append(w)
         used += len(w)
     return kept
-
-
-def respond(req: Request, outcome: Outcome) -> dict[str, Any]:
-    """The AdmissionReview answer for `outcome`: the only place a response is built."""
-    audit = outcome.audit_annotations()
-    if outcome.allowed:
-        return allowed(req, warnings=outcome.warnings, audit=audit, patch=outcome.ops)
-    return denied(req, outcome.message, code=outcome.code, warnings=outcome.warnings, audit=audit)
 
 
 def _review(api_version: str, response: dict[str, Any]) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """One review in, one answer out: what /validate and /mutate run between the transport and the policy.
 
-Content type, JSON, the envelope (webhook.review), the decision (webhook.admission), the answer's
+Content type, JSON, the envelope (webhook.admission.review), the decision (webhook.admission.decide), the answer's
 bytes, the metrics and the review log line. Everything that can go wrong maps to a clear answer: a
 broken envelope is an HTTP 4xx with a JSON error; a failure inside the policy is `allowed: false`,
 code 500, with the uid echoed; nothing escapes to kill the process.
@@ -16,9 +16,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, Protocol
 
-from . import admission, logs, review
-from .policy import Policy
-from .review import ReviewError
+from ..admission import decide, review
+from ..admission.review import ReviewError
+from ..policy import Policy
+from . import logs
 
 if TYPE_CHECKING:
     from .metrics import Metrics
@@ -27,13 +28,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("gpu-policy.server")
 # One line per review that changed something or said something (denied, patched, warned) at info,
 # every other review at debug; never the object itself (it may hold secrets in env values).
-_NOTEWORTHY: Final = frozenset({admission.Decision.DENIED, admission.Decision.PATCHED, admission.Decision.MALFORMED})
+_NOTEWORTHY: Final = frozenset({decide.Decision.DENIED, decide.Decision.PATCHED, decide.Decision.MALFORMED})
 
-Decide = Callable[[review.Request, Policy], admission.Outcome]
+Decide = Callable[[review.Request, Policy], decide.Outcome]
 
 # An answer: status, Content-Type, body, and whether to close the connection after it.
 Answer = tuple[int, str, bytes, bool]
-# A route's handler (what webhook.transport calls): (Content-Type media type, lowercased without
+# A route's handler (what webhook.serve.transport calls): (Content-Type media type, lowercased without
 # parameters, "application/octet-stream" when absent; body) -> Answer.
 Handler = Callable[[str, bytes], Answer]
 JSON: Final = "application/json"
@@ -86,7 +87,7 @@ class ReviewHandler:
         policy = self.cell.active.policy  # read once: a reload swaps it between requests, never within one
         try:
             outcome = self.decide(req, policy)
-            payload = review.dumps(review.respond(req, outcome))
+            payload = review.dumps(decide.respond(req, outcome))
         except Exception as exc:  # a bug must cost one request, never the server or an accidental allow
             log.exception("internal error on %s uid=%s", name, req.uid)
             payload = review.dumps(review.errored(req.api_version, req.uid, f"gpu-policy internal error: {exc}"))
@@ -108,7 +109,7 @@ def _log_review(
     level: int,
     webhook: str,
     req: review.Request,
-    outcome: admission.Outcome,
+    outcome: decide.Outcome,
     found: list[tuple[str, str]],
     seconds: float,
 ) -> None:

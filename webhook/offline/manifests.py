@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
-from .policy import group_of
-from .review import V1, Request
+from ..admission.review import V1, Request
+from ..policy import group_of
 
 SUFFIXES = (".yaml", ".yml", ".json")
 
