@@ -10,22 +10,14 @@ said so in the output). Results: bench/results/latest.json and a table on stdout
 from __future__ import annotations
 
 import argparse
-import asyncio
-import http.client
 import json
 import os
 import platform
 import shutil
-import signal
-import socket
-import ssl
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -36,202 +28,22 @@ from bench.plot import plot
 from bench.reviews import bodies
 from webhook import certs, core_build
 
+from .cluster import view_latency, view_servers
+from .load import LOAD_CPU, SERVER_CPU, closed_loop, cpu_seconds, free_port, h2load, peak_rss_mb, server
+
 HERE = Path(__file__).resolve().parent
+
+
 RESULTS = HERE / "results"
+
+
 CONCURRENCY = (1, 8, 32, 64)
+
+
 PER_POD = ("cpu-small", "cpu-web", "gpu-mutated", "gpu-denied", "gpu-big")
+
+
 RATES = (200, 500, 1000)
-SERVER_CPU, LOAD_CPU = 0, 1
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _pin(cpu: int | None) -> Any:
-    if cpu is None or (os.cpu_count() or 1) < 2:
-        return None
-    return lambda: os.sched_setaffinity(0, {cpu})
-
-
-def _family(pid: int) -> list[int]:
-    """The process and its children (the pre-forked workers)."""
-    pids = [pid]
-    for task in Path(f"/proc/{pid}/task").glob("*/children"):
-        pids += [int(p) for p in task.read_text().split()]
-    return pids
-
-
-def cpu_seconds(pid: int) -> float:
-    total = 0
-    for p in _family(pid):
-        fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime + stime
-    return total / CLK_TCK
-
-
-def peak_rss_mb(pid: int) -> float:
-    kb = 0
-    for p in _family(pid):
-        for line in Path(f"/proc/{p}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                kb += int(line.split()[1])
-    return round(kb / 1024, 1)
-
-
-@contextmanager
-def server(
-    cmd: list[str], port: int, cpu: int | None, ca: Path, env: dict[str, str] | None = None, cwd: str | None = None
-) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        preexec_fn=_pin(cpu),
-        env=env or dict(os.environ),
-        cwd=cwd,
-    )
-    ctx = ssl.create_default_context(cafile=str(ca))
-    deadline = time.monotonic() + 20
-    try:
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"{cmd} exited: {proc.stderr.read().decode() if proc.stderr else ''}")
-            try:
-                with (
-                    socket.create_connection(("127.0.0.1", port), 1) as sock,
-                    ctx.wrap_socket(sock, server_hostname="localhost"),
-                ):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
-        time.sleep(0.3)  # let pre-forked workers all bind
-        yield proc
-    finally:
-        proc.send_signal(signal.SIGINT)  # SIGTERM would drain first
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
-def _taskset(cpu: int | None) -> list[str]:
-    return (
-        ["taskset", "-c", str(cpu)] if cpu is not None and shutil.which("taskset") and (os.cpu_count() or 1) > 1 else []
-    )
-
-
-def wrk(url: str, files: list[Path], conns: int, seconds: float, cpu: int | None) -> dict[str, Any]:
-    cmd = [
-        *_taskset(cpu),
-        "wrk",
-        "-t1",
-        f"-c{conns}",
-        f"-d{max(1, round(seconds))}s",
-        "--timeout",
-        "10s",
-        "--latency",
-        "-s",
-        str(HERE / "wrk.lua"),
-        url,
-        "--",
-        *map(str, files),
-    ]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=seconds + 60).stdout
-    line = next(x for x in out.splitlines() if x.startswith("WRK "))
-    f = {k: int(v) for k, v in (kv.split("=") for kv in line.split()[1:])}
-    return {
-        "rps": round(f["requests"] / (f["duration_us"] / 1e6)),
-        "p50_ms": f["p50"] / 1000,
-        "p90_ms": f["p90"] / 1000,
-        "p99_ms": f["p99"] / 1000,
-        "max_ms": f["max"] / 1000,
-        "errors": f["status_errors"] + f["io_errors"],
-        "requests": f["requests"],
-    }
-
-
-def _percentiles(latencies_us: list[int]) -> dict[str, float]:
-    latencies_us.sort()
-    n = len(latencies_us)
-
-    def pct(p: float) -> float:
-        return latencies_us[min(n - 1, int(p * n))] / 1000 if n else float("nan")
-
-    return {
-        "p50_ms": pct(0.50),
-        "p90_ms": pct(0.90),
-        "p99_ms": pct(0.99),
-        "max_ms": latencies_us[-1] / 1000 if n else 0,
-    }
-
-
-def h2load(url: str, body: Path, rate: int, seconds: float, cpu: int | None, pid: int) -> dict[str, Any]:
-    clients = 10
-    with tempfile.NamedTemporaryFile(suffix=".log") as log:
-        cpu_before = cpu_seconds(pid)
-        cmd = [
-            *_taskset(cpu),
-            "h2load",
-            "--h1",
-            "-t1",
-            f"-c{clients}",
-            f"--rps={rate / clients:g}",
-            f"-D{seconds:g}",
-            "-d",
-            str(body),
-            "-H",
-            "Content-Type: application/json",
-            f"--log-file={log.name}",
-            url,
-        ]
-        subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=seconds + 60)
-        cpu_used = cpu_seconds(pid) - cpu_before
-        rows = [line.split("\t") for line in Path(log.name).read_text().splitlines() if line]
-    ok = [int(r[2]) for r in rows if r[1] == "200"]
-    return {
-        "offered_rps": rate,
-        "achieved_rps": round(len(ok) / seconds),
-        "errors": len(rows) - len(ok),
-        "cpu_ms_per_1000": round(cpu_used / max(len(rows), 1) * 1e6, 1),
-        **_percentiles(ok),
-    }
-
-
-async def _aiohttp_closed(url: str, payloads: list[bytes], conns: int, seconds: float) -> dict[str, Any]:
-    import aiohttp
-
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    latencies: list[int] = []
-    deadline = time.monotonic() + seconds
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx, limit=conns)) as session:
-
-        async def worker(offset: int) -> None:
-            i = offset
-            while time.monotonic() < deadline:
-                start = time.perf_counter_ns()
-                async with session.post(
-                    url, data=payloads[i % len(payloads)], headers={"Content-Type": "application/json"}
-                ) as resp:
-                    await resp.read()
-                latencies.append((time.perf_counter_ns() - start) // 1000)
-                i += 1
-
-        await asyncio.gather(*(worker(k) for k in range(conns)))
-    return {"rps": round(len(latencies) / seconds), "errors": 0, "requests": len(latencies), **_percentiles(latencies)}
-
-
-def closed_loop(url: str, files: list[Path], conns: int, seconds: float, cpu: int | None) -> dict[str, Any]:
-    if shutil.which("wrk"):
-        return wrk(url, files, conns, seconds, cpu)
-    return asyncio.run(_aiohttp_closed(url, [f.read_bytes() for f in files], conns, seconds))
 
 
 def measure(name: str, url: str, pid: int, files: list[Path], rate_body: Path, seconds: float) -> dict[str, Any]:
@@ -365,85 +177,6 @@ def report(results: dict[str, Any]) -> str:
         cel_text = f"   CEL {cel[k]['median_us']:8.2f}" if cel and k in cel else ""
         lines.append(f"  {k:22} {cells}{cel_text}")
     return "\n".join(lines)
-
-
-# The access rules that read namespaces, as a platform turns them on; every bench review's namespace
-# ("ml") is labelled to pass, and every tenth namespace carries the kinds annotation.
-ACCESS = {
-    "rules": {"gpu-namespace-allowed": "warn", "gpu-max-per-pod": "warn", "gpu-kinds-allowed": "warn"},
-    "gpuNamespaceSelector": {"matchLabels": {"gpu.example.com/enabled": "true"}},
-}
-
-
-def view_servers(
-    stack: ExitStack,
-    tmp: Path,
-    namespaces: int,
-    policy_cmd: Any,
-    env: dict[str, str],
-    ca: Path,
-    urls: dict[str, str],
-    pids: dict[str, int],
-) -> None:
-    """Two servers with a cluster view of one stand-in API server (tests/kubeapi.py): `view`, and
-    `view+ns`, which also watches `namespaces` namespaces for the access rules. Their ratio is what
-    the namespace watch and those rules cost a review."""
-    from tests.helpers import node_table
-    from tests.kubeapi import KubeApi
-
-    kube = KubeApi(tmp / "certs", bookmark_seconds=5).start()
-    stack.callback(kube.close)
-    items = []
-    for i in range(namespaces):
-        name = "ml" if i == 0 else f"team-{i:05d}"
-        meta: dict[str, Any] = {"name": name, "labels": {"gpu.example.com/enabled": "true", "team": f"t{i % 200}"}}
-        if i % 10 == 0:
-            meta["annotations"] = {"gpu-policy.io/gpu-kinds": "whole,shared,time-sliced,mig,dra"}
-        items.append({"apiVersion": "v1", "kind": "Namespace", "metadata": meta})
-    kube.put(*node_table(), *items)
-    view_env = {**env, "KUBECONFIG": str(kube.kubeconfig(tmp / "kubeconfig")), "KUBERNETES_SERVICE_HOST": ""}
-    base = yaml.safe_load((tmp / "config.yaml").read_text())
-    for name, extra in (("view", {}), (f"view+{namespaces} ns", ACCESS)):
-        config = tmp / f"config-{name.split()[0]}.yaml"
-        config.write_text(yaml.safe_dump({**base, **extra}))
-        port = free_port()
-        cmd = [str(config) if arg == str(tmp / "config.yaml") else arg for arg in policy_cmd(port)]
-        proc = stack.enter_context(server(cmd, port, SERVER_CPU, ca, view_env))
-        _wait_synced(port, ca, with_namespaces=bool(extra))
-        urls[f"{name} /validate"] = f"https://127.0.0.1:{port}/validate"
-        pids[f"{name} /validate"] = proc.pid
-
-
-def view_latency(
-    urls: dict[str, str], pids: dict[str, int], body: Path, rounds: int, seconds: float
-) -> dict[str, dict[str, float]]:
-    """p50/p99 at 1,000 req/s of the servers with a cluster view, in alternating rounds (medians):
-    the latency a namespace watch and the access rules add to a review, if any."""
-    runs: dict[str, list[dict[str, Any]]] = {n: [] for n in urls}
-    for k in range(rounds):
-        for n in list(urls) if k % 2 == 0 else list(urls)[::-1]:
-            runs[n].append(h2load(urls[n], body, 1000, seconds, LOAD_CPU, pids[n]))
-    return {
-        n: {q: statistics.median(r[q] for r in rs) for q in ("p50_ms", "p99_ms", "cpu_ms_per_1000")}
-        for n, rs in runs.items()
-    }
-
-
-def _wait_synced(port: int, ca: Path, with_namespaces: bool) -> None:
-    """Until /readyz says the cluster view synced (namespaces included), at most 60 s."""
-    ctx = ssl.create_default_context(cafile=str(ca))
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=5)
-        try:
-            conn.request("GET", "/readyz?verbose")
-            text = conn.getresponse().read().decode()
-        finally:
-            conn.close()
-        if "synced (" in text and "not synced" not in text and "pending" not in text:
-            return
-        time.sleep(0.2)
-    raise RuntimeError(f"the cluster view never synced on port {port}: {text}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import yaml
 
-from bench.__main__ import LOAD_CPU, RESULTS, SERVER_CPU, closed_loop, free_port, server
+from bench.__main__ import RESULTS
+from bench.load import LOAD_CPU, SERVER_CPU, closed_loop, free_port, server
 from bench.reviews import bodies
 from webhook import certs, core_build
 

@@ -293,7 +293,8 @@ def test_ten_thousand_namespaces_hold_under_5_mb() -> None:
 
     import orjson
 
-    from webhook.cluster.view import Reflector, Timing, reduce_namespace
+    from webhook.cluster.reflector import Reflector, Timing
+    from webhook.cluster.view import reduce_namespace
 
     items = [
         namespace(

@@ -29,7 +29,9 @@ from tests.helpers import (
     pod,
 )
 from tests.kubeapi import KubeApi
-from webhook.cluster.view import ClusterWatcher, Timing, load_client
+from webhook.cluster.client import load_client
+from webhook.cluster.reflector import Timing
+from webhook.cluster.view import ClusterWatcher
 from webhook.policy.types import ClusterView
 
 FAST = Timing(page=2, watch_seconds=(30, 30), read_seconds=10, connect_seconds=2, backoff=(0.1, 0.5), min_interval=0.01)
@@ -201,7 +203,7 @@ def test_no_cluster_means_no_view(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 def test_memory_of_a_5000_node_view() -> None:
     """The footprint the issue asks for: 5,000 GPU operator nodes with their full label sets
     (about 45 labels each, as GPU feature discovery and NFD write them), in 25 pools."""
-    from webhook.cluster.view import Reflector
+    from webhook.cluster.reflector import Reflector
 
     def gpu_operator_node(i: int) -> dict[str, Any]:
         pool = i % 25

@@ -421,16 +421,18 @@ def verifier(kube: KubeApi, tmp_path: Path, **options: Any) -> Any:
     kubelet answers in `delay`)."""
     from kubernetes import config
 
-    from webhook.cluster import verify as v
+    from webhook.cluster import probes, verify
     from webhook.config import default_policy
 
     client = config.new_client_from_config(config_file=str(kube.kubeconfig(tmp_path / "kubeconfig")))
-    return v.Verifier(v.Kube(client), default_policy(), v.Options(poll=0.02, timeout=20, **options), lambda _l: None)
+    return verify.Verifier(
+        probes.Kube(client), default_policy(), probes.Options(poll=0.02, timeout=20, **options), lambda _l: None
+    )
 
 
 def isolation(kube: KubeApi, tmp_path: Path, **options: Any) -> Any:
     """One isolation check of nvidia.com/gpu, as `verify` runs it (probes deleted after)."""
-    from webhook.cluster.verify import gpu_resources
+    from webhook.cluster.probes import gpu_resources
 
     v = verifier(kube, tmp_path, **options)
     nodes = {n["metadata"]["name"]: n for n in v.kube.nodes() if gpu_resources(n, v.policy)}

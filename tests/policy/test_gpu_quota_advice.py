@@ -9,7 +9,7 @@ import pytest
 from tests.helpers import run
 from webhook.config import default_policy
 from webhook.policy import Mode
-from webhook.policy.objects import ShapeError
+from webhook.policy.shapes import ShapeError
 
 ID = "gpu-quota-advice"
 ON = default_policy(modes={ID: Mode.WARN})

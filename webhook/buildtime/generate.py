@@ -26,34 +26,55 @@ import pkgutil
 import re
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from .chart import template_source
+
 ROOT = Path(__file__).resolve().parents[2]
+
+
 REGISTRY = ROOT / "webhook" / "policy" / "registry.py"
+
+
 TPL = ROOT / "charts" / "gpu-policy" / "templates" / "_generated.tpl"
+
+
 VALUES = ROOT / "charts" / "gpu-policy" / "values.yaml"
+
+
 SCHEMA = ROOT / "charts" / "gpu-policy" / "values.schema.json"
+
+
 README = ROOT / "README.md"
+
+
 POLICY_DOC = ROOT / "docs" / "policy.md"
+
+
 CONFIG_DOC = ROOT / "docs" / "configuration.md"
+
+
 CHART_YAML = ROOT / "charts" / "gpu-policy" / "Chart.yaml"
+
+
 PYPROJECT = ROOT / "pyproject.toml"
+
 
 # The chart sets these itself (webhookNamespace: the release namespace) or merges them
 # (exemptNamespaces: webhook.excludedNamespaces are added), so its defaults differ.
 CHART_POLICY_DROP = ("webhookNamespace",)
+
+
 CHART_POLICY_OVERRIDES: dict[str, Any] = {"exemptNamespaces": []}
+
+
 CHART_POLICY_COMMENTS = {
     "exemptNamespaces": "added to webhook.excludedNamespaces; the release namespace is always exempt",
 }
-
-
-# ---------------------------------------------------------------- the registry module
 
 
 def _module_names(package: str) -> list[str]:
@@ -122,207 +143,6 @@ def registry_source(current: str) -> str:
     )
 
 
-# ---------------------------------------------------------------- CEL for the chart
-
-
-@dataclass(frozen=True)
-class Clause:
-    """One CEL test, over a container `c` (per_container) or over the Pod `object`."""
-
-    cel: str  # a Go printf format: %s is the trigger's value
-    per_container: bool
-    value: str  # Helm expression for %s, or "" when the trigger has no value
-
-
-def clause(trigger: Any) -> Clause:
-    """How the chart's CEL spells a trigger."""
-    from ..policy import Where
-
-    value = f"$p.{trigger.setting}" if trigger.setting else (json.dumps(trigger.text) if trigger.text else "")
-    where = trigger.where
-    if where is Where.EVERY_POD:
-        return Clause("true", False, "")
-    if where is Where.CONTAINER_RESOURCE:
-        return Clause(
-            "(has(c.resources) && ((has(c.resources.limits) && '%s' in c.resources.limits) || "
-            "(has(c.resources.requests) && '%s' in c.resources.requests)))",
-            True,
-            value,
-        )
-    if where is Where.GPU_RESOURCE:
-        # Patterns with "*" have no simple CEL spelling: send every container with an extended
-        # (domain-qualified) resource, a superset of the GPU model's names.
-        return Clause(
-            "(has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, k.contains('/'))) || "
-            "(has(c.resources.requests) && c.resources.requests.exists(k, k.contains('/')))))",
-            True,
-            "",
-        )
-    if where is Where.CONTAINER_IMAGE:
-        # A list setting: its JSON is a CEL list literal.
-        return Clause("(has(c.image) && %s.exists(p, c.image.startsWith(p)))", True, f"(toJson {value})")
-    if where is Where.GPU_COUNT:
-        return Clause("false", False, "")  # custom resources only; the chart's CEL sees pods
-    if where is Where.RESOURCE_CLAIMS:
-        return Clause("has(object.spec.resourceClaims)", False, "")
-    if where is Where.CONTAINER_ENV:
-        return Clause("(has(c.env) && c.env.exists(e, e.name == '%s'))", True, value)
-    if where is Where.CONTAINER_MOUNT:
-        return Clause("(has(c.volumeMounts) && c.volumeMounts.exists(m, m.mountPath.contains('%s')))", True, value)
-    if where is Where.NODE_LABEL:
-        # Any required affinity may pin the label (In/Exists on it): send every pod that has one.
-        if trigger.setting == "gpuNodeLabels":  # a list: the accelerator label and the others
-            labels = "(toJson (prepend $p.gpuNodeLabels $p.acceleratorNodeSelector.labelKey))"
-            return Clause(
-                "((has(object.spec.nodeSelector) && %s.exists(l, l in object.spec.nodeSelector)) || "
-                "has(object.spec.affinity))",
-                False,
-                labels,
-            )
-        return Clause(
-            "((has(object.spec.nodeSelector) && '%s' in object.spec.nodeSelector) || has(object.spec.affinity))",
-            False,
-            value,
-        )
-    if where is Where.RUNTIME_CLASS:
-        return Clause(
-            "(has(object.spec.runtimeClassName) && %s.exists(r, r == object.spec.runtimeClassName))",
-            False,
-            f"(toJson {value})",
-        )
-    if where is Where.HOSTPATH_VOLUME:
-        return Clause("(has(object.spec.volumes) && object.spec.volumes.exists(v, has(v.hostPath)))", False, "")
-    if where is Where.ANNOTATION:
-        return Clause(
-            "(has(object.metadata.annotations) && object.metadata.annotations.exists(k, k.contains('%s')))",
-            False,
-            value,
-        )
-    raise AssertionError(f"no CEL for {where}")
-
-
-def _printf(c: Clause) -> str:
-    text = json.dumps(c.cel)
-    if not c.value:
-        return text
-    args = " ".join([c.value] * c.cel.count("%s"))
-    return f"(printf {text} {args})"
-
-
-def _condition_body(gated: list[tuple[str, Clause]]) -> str:
-    """Helm that collects the clauses whose gate is true and prints the CEL expression ("false" if none)."""
-    lines = ["{{- $cs := list -}}", "{{- $ps := list -}}"]
-    seen: dict[Clause, list[str]] = {}
-    for gate, c in gated:
-        seen.setdefault(c, []).append(gate)
-    for c, gates in seen.items():
-        target = "$cs" if c.per_container else "$ps"
-        test = gates[0] if len(gates) == 1 else f"or {' '.join(f'({g})' for g in gates)}"
-        lines.append(f"{{{{- if {test} }}}}{{{{- {target} = append {target} {_printf(c)} -}}}}{{{{- end }}}}")
-    lines += [
-        "{{- if $cs -}}",
-        '{{- $in := join " || " $cs -}}',
-        '{{- $ps = prepend $ps (printf "(has(object.spec.ephemeralContainers) && '
-        'object.spec.ephemeralContainers.exists(c, %s))" $in) -}}',
-        '{{- $ps = prepend $ps (printf "(has(object.spec.initContainers) && '
-        'object.spec.initContainers.exists(c, %s))" $in) -}}',
-        '{{- $ps = prepend $ps (printf "object.spec.containers.exists(c, %s)" $in) -}}',
-        "{{- end -}}",
-        '{{- if $ps }}{{ join " || " $ps }}{{ else }}false{{ end -}}',
-    ]
-    return "\n".join(lines)
-
-
-def _rule_gate(rule_id: str) -> str:
-    return f'ne (index $p.rules "{rule_id}" | default "deny") "off"'
-
-
-def _switch_gate(key: str) -> str:
-    return f"$p.{key}"
-
-
-def template_source() -> str:
-    from ..policy import MUTATIONS, OBJECT_RULES, RULES, Where
-    from ..policy.templates import WORKLOADS
-
-    header = (
-        "{{/*\nGenerated by `make generate` (python -m webhook.buildtime.generate) from webhook/policy/registry.py\n"
-        "and webhook/policy/templates.py: do not edit. Which pods can matter is declared once, by each\n"
-        "rule's and mutation's triggers; tests/test_match_conditions.py proves these conditions send\n"
-        "every pod the policy acts on.\n*/}}\n\n"
-    )
-    pods = [(_rule_gate(r.id), clause(t)) for r in RULES for t in r.triggers]
-    out = header
-    gates = [_rule_gate(r.id) for r in RULES if r.watches_namespaces]
-    watches = gates[0] if len(gates) == 1 else f"or {' '.join(f'({g})' for g in gates)}"
-    out += (
-        '{{/* "true" while a rule that reads namespaces from the cluster view is on: the server then\n'
-        "watches them (webhook.policy.engine.watches_namespaces) and the ClusterRole grants it. */}}\n"
-        '{{- define "gpu-policy.watchesNamespaces" -}}\n{{- $p := .Values.policy -}}\n'
-        + f"{{{{- if {watches} -}}}}true{{{{- end -}}}}\n"
-        + "{{- end -}}\n\n"
-    )
-    out += (
-        '{{/* CEL for the pods webhook: a pod any enabled rule could fire on ("false": none can). */}}\n'
-        '{{- define "gpu-policy.podsCondition" -}}\n{{- $p := .Values.policy -}}\n'
-        + _condition_body(pods)
-        + "\n{{- end -}}\n\n"
-    )
-    every = [_switch_gate(m.switch) for m in MUTATIONS if any(t.where is Where.EVERY_POD for t in m.triggers)]
-    rest = [
-        (_switch_gate(m.switch), clause(t))
-        for m in MUTATIONS
-        if not any(t.where is Where.EVERY_POD for t in m.triggers)
-        for t in m.triggers
-    ]
-    every_test = every[0] if len(every) == 1 else f"or {' '.join(f'({g})' for g in every)}"
-    out += (
-        "{{/* CEL for the mutating webhook; empty when an enabled mutation applies to every pod\n"
-        "(then the webhook has no matchConditions). */}}\n"
-        '{{- define "gpu-policy.mutateCondition" -}}\n{{- $p := .Values.policy -}}\n'
-        + (f"{{{{- if not ({every_test}) -}}}}\n" if every else "")
-        + _condition_body(rest)
-        + ("\n{{- end -}}" if every else "")
-        + "\n{{- end -}}\n\n"
-    )
-
-    # Workloads webhook rules: built-in kinds with templates and object-rule kinds, by API group,
-    # then each CRD group behind its webhook.customResources switch.
-    builtin: dict[str, list[str]] = {}
-    crds: dict[tuple[str, str], list[str]] = {}
-    for w in WORKLOADS:
-        if w.kind == "Pod" and not w.group:
-            continue  # pods have their own webhook
-        if w.chart_switch:
-            crds.setdefault((w.chart_switch, w.group), []).append(w.plural)
-        else:
-            builtin.setdefault(w.group, []).append(w.plural)
-    for rule in OBJECT_RULES:
-        for group, _kind, plural in rule.kinds:
-            builtin.setdefault(group, []).append(plural)
-
-    def rule_yaml(group: str, versions: str, resources: list[str], scope: str = "Namespaced") -> str:
-        return (
-            f"- apiGroups: [{json.dumps(group)}]\n  apiVersions: [{json.dumps(versions)}]\n"
-            f'  operations: ["CREATE", "UPDATE"]\n  resources: {json.dumps(resources)}\n  scope: {json.dumps(scope)}\n'
-        )
-
-    out += '{{/* Rules of the workloads webhook. */}}\n{{- define "gpu-policy.workloadRules" -}}\n'
-    out += "".join(rule_yaml(g, "v1", res) for g, res in builtin.items())
-    for (switch, group), res in crds.items():
-        # "*": some CRDs are cluster-scoped (Argo's ClusterWorkflowTemplate, Trainer's ClusterTrainingRuntime).
-        out += (
-            f"{{{{- if .Values.webhook.customResources.{switch} }}}}\n"
-            + rule_yaml(group, "*", res, "*")
-            + "{{- end }}\n"
-        )
-    out += "{{- end -}}\n"
-    return out
-
-
-# ---------------------------------------------------------------- YAML blocks (values.yaml, README)
-
-
 def _scalar(value: Any) -> str:
     return str(yaml.safe_dump(value, default_flow_style=True, width=1000)).strip().removesuffix("\n...").strip()
 
@@ -351,9 +171,15 @@ def _replace_block(text: str, name: str, body: str, *, start: str, end: str, sou
     return pattern.sub(lambda _m: f"{begin_marker}\n{body}{end_marker}", text, count=1)
 
 
-YAML_START = "# >>> generated by `make generate`: {name} (edit the registry or webhook/config.py)"
+YAML_START = "# >>> generated by `make generate`: {name} (edit the registry or webhook/config/defaults.py)"
+
+
 YAML_END = "# <<< end of generated {name}"
+
+
 MD_START = "<!-- generated by `make generate`: {name} -->"
+
+
 MD_END = "<!-- end of generated {name} -->"
 
 
@@ -386,9 +212,6 @@ def schema_source(current: str) -> str:
     crs = schema["properties"]["webhook"]["properties"]["customResources"]
     crs["properties"] = {s: {"type": "boolean"} for s in switches}
     return json.dumps(schema, indent=2) + "\n"
-
-
-# ---------------------------------------------------------------- README tables
 
 
 def _cell(text: str) -> str:
@@ -466,9 +289,6 @@ def _path_text(parts: tuple[str, ...]) -> str:
     return ".".join(parts).replace(".[*]", "[*]")
 
 
-# ---------------------------------------------------------------- Chart.yaml
-
-
 def chart_yaml_source(current: str) -> str:
     """appVersion is the package version from pyproject.toml: the image tag the chart pulls by
     default is the version `gpu-policy --version` prints."""
@@ -480,9 +300,6 @@ def chart_yaml_source(current: str) -> str:
     if count != 1:
         raise SystemExit(f"{CHART_YAML}: expected one appVersion line")
     return new
-
-
-# ---------------------------------------------------------------- main
 
 
 def outputs() -> list[tuple[Path, Callable[[str], str]]]:

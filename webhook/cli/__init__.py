@@ -188,7 +188,7 @@ def parser() -> argparse.ArgumentParser:
     _cluster_flags(a)
     a.set_defaults(func=cluster.audit)
 
-    from ..cluster.verify import DEFAULT_IMAGE
+    from ..cluster.probes import DEFAULT_IMAGE
 
     v = command("verify", "prove GPU scheduling and isolation on a live cluster (probe pods)", VERIFY)
     v.add_argument("--config", help="YAML config file: the GPU model and the webhook's policy (default: built-in)")

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from ..cluster.audit import Audit, apply_reports, policy_reports, reports_served, run
-from ..cluster.view import ClusterError
+from ..cluster.client import ClusterError
 from ..offline.reports import EXIT_DENIED, EXIT_INPUT, EXIT_OK
 from ..policy import Mode, Policy, watches_namespaces
 from ..policy.engine import DENY_PREFIX
@@ -25,7 +25,7 @@ from .settings import chart_view, from_args
 
 
 def connect(args: argparse.Namespace) -> Any:
-    from ..cluster.view import connect as connect_cluster
+    from ..cluster.client import connect as connect_cluster
 
     return connect_cluster(getattr(args, "kubeconfig", None), getattr(args, "context", None))[0]
 
@@ -159,7 +159,8 @@ def verify(args: argparse.Namespace) -> int:
 
     from kubernetes.client.exceptions import ApiException
 
-    from ..cluster import verify as v
+    from ..cluster import probes
+    from ..cluster import verify as checks
 
     policy = from_args(args, chart_view(args)).policy
 
@@ -172,8 +173,8 @@ def verify(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, terminated)
     if args.isolation_probes < 2:
         print("gpu-policy verify: --isolation-probes must be at least 2", file=sys.stderr)
-        return v.EXIT_CANNOT_RUN
-    options = v.Options(
+        return probes.EXIT_CANNOT_RUN
+    options = probes.Options(
         namespace=args.namespace,
         image=args.image,
         node=args.node,
@@ -181,23 +182,23 @@ def verify(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         keep=args.keep,
         isolation_probes=args.isolation_probes,
-        device_plugin_selectors=tuple(args.device_plugin_selector or v.DEVICE_PLUGIN_SELECTORS),
+        device_plugin_selectors=tuple(args.device_plugin_selector or probes.DEVICE_PLUGIN_SELECTORS),
     )
     try:
-        verifier = v.Verifier(v.Kube(connect(args)), policy, options, progress)
+        verifier = checks.Verifier(probes.Kube(connect(args)), policy, options, progress)
         report = verifier.run()
     except ClusterError as exc:
         print(f"gpu-policy verify: could not run: {exc}", file=sys.stderr)
-        return v.EXIT_CANNOT_RUN
+        return probes.EXIT_CANNOT_RUN
     except ApiException as exc:
         hint = " (RBAC: see README, verify)" if exc.status in (401, 403) else ""
         print(f"gpu-policy verify: could not run: {exc.status} {exc.reason}{hint}", file=sys.stderr)
-        return v.EXIT_CANNOT_RUN
+        return probes.EXIT_CANNOT_RUN
     if args.output == "json":
-        json.dump(v.to_dict(report), sys.stdout, indent=2)
+        json.dump(checks.to_dict(report), sys.stdout, indent=2)
         print()
     elif args.output == "junit":
-        sys.stdout.write(v.to_junit(report))
+        sys.stdout.write(checks.to_junit(report))
     else:
-        sys.stdout.write(v.to_text(report))
+        sys.stdout.write(checks.to_text(report))
     return report.exit_code

@@ -40,7 +40,7 @@ def check(args: argparse.Namespace) -> int:
     chart = chart_view(args)
     policy = from_args(args, chart).policy
     if args.cluster:
-        from ..cluster.view import ClusterError
+        from ..cluster.client import ClusterError
         from .cluster import with_cluster
 
         try:

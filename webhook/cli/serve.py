@@ -67,7 +67,7 @@ async def _serve(
         detect = partial(detect_version, quiet=True)
     cluster_client = None
     if settings.cluster_view:  # per process: watch threads do not survive the workers' fork
-        from ..cluster.view import load_client
+        from ..cluster.client import load_client
 
         loaded = load_client()
         if loaded is not None:

@@ -23,7 +23,7 @@ from ..admission import Decision, Outcome
 from ..admission.review import Request
 from ..policy import OBJECT_RULES, Mode, Policy, Violation
 from ..policy.templates import WORKLOADS
-from .view import ClusterError, call_json
+from .client import ClusterError, call_json
 
 Progress = Callable[[str], None]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from ..config import parse_version
-from .view import call_json, connect
+from .client import call_json, connect
 
 log = logging.getLogger("gpu-policy.cluster")
 

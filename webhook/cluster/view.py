@@ -18,44 +18,24 @@ is not a reason to warn anyone.
 from __future__ import annotations
 
 import logging
-import os
-import random
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
-
-import orjson
 
 from ..policy.namespaces import GPU_KINDS_ANNOTATION, NAME_LABEL
 from ..policy.nodes import NodeKey, group_nodes, node_key
 from ..policy.types import ClusterView, NamespaceFacts
+from .client import _short, read_json
+from .reflector import Reflector, Timing
 
 log = logging.getLogger("gpu-policy.clusterview")
 
+
 DRA_GROUP = "resource.k8s.io"
+
+
 DRA_VERSIONS = ("v1", "v1beta2", "v1beta1")  # served by 1.34+, 1.33+, 1.32+ (newest first)
-
-
-class Gone(Exception):
-    """410: the resourceVersion (or continue token) is too old; list again."""
-
-
-@dataclass(frozen=True, slots=True)
-class Timing:
-    """How patient the watch is. Production values by default; tests shorten them."""
-
-    page: int = 500  # items per list page
-    watch_seconds: tuple[int, int] = (300, 600)  # server-side watch timeout, random in range (client-go's)
-    read_seconds: float = 90.0  # no byte for this long (bookmarks arrive every minute): reconnect
-    connect_seconds: float = 5.0
-    backoff: tuple[float, float] = (0.5, 30.0)  # first and largest wait after a failure
-    min_interval: float = 0.05  # between two published views
-
-
-# ---------------------------------------------------------------- what is kept of each object
 
 
 def _claim_classes(spec: Any) -> tuple[str, ...] | None:
@@ -114,194 +94,6 @@ def reduce_device_class(obj: Any) -> tuple[Any, Any] | None:
     spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
     name = spec.get("extendedResourceName")
     return None if key is None else (key[1], name if isinstance(name, str) else "")
-
-
-# ---------------------------------------------------------------- one resource, listed and watched
-
-
-class Reflector:
-    """List + watch of one resource into `store` (key -> reduced value), in its own thread."""
-
-    def __init__(
-        self,
-        name: str,
-        call: Callable[..., Any],
-        reduce: Callable[[Any], tuple[Any, Any] | None],
-        changed: Callable[[], None],
-        stop: threading.Event,
-        timing: Timing,
-        metrics: Any = None,
-    ) -> None:
-        self.name = name
-        self.call = call  # the client's list function (list_node, list_cluster_custom_object partial)
-        self.reduce = reduce
-        self.changed = changed
-        self.stop = stop
-        self.timing = timing
-        self.metrics = metrics
-        self.lock = threading.Lock()
-        self.store: dict[Any, Any] = {}
-        self.synced = False  # listed at least once
-        self.connected = False  # the last list or watch connection succeeded
-        self.resource_version = ""
-        self.reconnected: Callable[[], None] = lambda: None  # after a broken watch is re-established
-        self._canon: dict[Any, Any] = {}  # equal values share one object (5,000 nodes, a few pools)
-
-    def _count(self, what: str) -> None:
-        if self.metrics is not None:
-            getattr(self.metrics, what)[self.name] += 1
-
-    def _value(self, value: Any) -> Any:
-        return self._canon.setdefault(value, value)
-
-    def list(self) -> str:
-        """A full, paginated list that replaces the store; the resourceVersion to watch from."""
-        self._count("view_relists")
-        items: dict[Any, Any] = {}
-        token = ""
-        self._canon = {}
-        while True:
-            kwargs: dict[str, Any] = {"limit": self.timing.page}
-            if token:
-                kwargs["_continue"] = token
-            data = self._get(**kwargs)
-            for obj in data.get("items") or ():
-                reduced = self.reduce(obj)
-                if reduced is not None:
-                    items[reduced[0]] = self._value(reduced[1])
-            meta = data.get("metadata") or {}
-            token = meta.get("continue") or ""
-            if not token:
-                break
-        with self.lock:
-            self.store = items
-            self.synced = True
-            self.connected = True
-        self.changed()
-        return str(meta.get("resourceVersion") or "")
-
-    def _open(self, **kwargs: Any) -> Any:
-        """The client's call with our timeouts, the body not read yet; 410 is Gone."""
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            return self.call(
-                _preload_content=False,
-                _request_timeout=(self.timing.connect_seconds, self.timing.read_seconds),
-                **kwargs,
-            )
-        except ApiException as exc:
-            if exc.status == 410:
-                raise Gone(str(exc.reason)) from None
-            raise
-
-    def _get(self, **kwargs: Any) -> dict[str, Any]:
-        data = read_json(self._open(**kwargs))
-        if not isinstance(data, dict):
-            raise ValueError(f"{self.name}: the list is not a JSON object")
-        return data
-
-    def watch(self, resource_version: str, was_broken: bool) -> str:
-        """One watch connection; returns the last resourceVersion seen when it ends normally."""
-        from kubernetes.client.exceptions import ApiException
-        from kubernetes.watch.watch import iter_resp_lines
-
-        low, high = self.timing.watch_seconds
-        response = self._open(
-            watch=True,
-            resource_version=resource_version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=random.randint(low, high),
-        )
-        if not self.connected:
-            with self.lock:
-                self.connected = True
-            self.changed()
-        if was_broken:
-            self.reconnected()
-        try:
-            for line in _lines(iter_resp_lines(response), self.stop):
-                event = orjson.loads(line)
-                kind, obj = event.get("type"), event.get("object")
-                if kind == "ERROR":
-                    code = obj.get("code") if isinstance(obj, dict) else None
-                    if code == 410:
-                        raise Gone(str(obj.get("message")))
-                    raise ApiException(status=code or 500, reason=str(obj))
-                meta = obj.get("metadata") if isinstance(obj, dict) else None
-                if isinstance(meta, dict) and meta.get("resourceVersion"):
-                    resource_version = str(meta["resourceVersion"])
-                if kind == "BOOKMARK":
-                    continue
-                reduced = self.reduce(obj)
-                if reduced is None:
-                    continue
-                key, value = reduced
-                with self.lock:
-                    if kind == "DELETED":
-                        before = self.store.pop(key, None)
-                        now = None
-                    else:
-                        before = self.store.get(key)
-                        now = self.store[key] = self._value(value)
-                if before != now:
-                    self.changed()
-        finally:
-            response.close()
-            response.release_conn()
-        return resource_version
-
-    def run(self) -> None:
-        """The informer loop, until `stop` is set."""
-        first, most = self.timing.backoff
-        wait = first
-        resource_version = ""
-        broken = False
-        while not self.stop.is_set():
-            try:
-                if not resource_version:
-                    resource_version = self.list()
-                    if broken:
-                        self.reconnected()
-                    broken = False
-                started = time.monotonic()
-                resource_version = self.watch(resource_version, broken)
-                broken = False
-                if time.monotonic() - started < 1.0:  # ended at once: never a tight reconnect loop
-                    self.stop.wait(wait * random.uniform(0.8, 1.2))
-                    wait = min(wait * 2, most)
-                else:
-                    wait = first
-            except Gone as exc:
-                log.info("%s: %s; listing again", self.name, exc)
-                resource_version = ""
-            except Exception as exc:  # unreachable, RBAC, a dropped connection: retried
-                self._count("view_errors")
-                if not broken:
-                    log.warning("%s: watch broken (%s); retrying with backoff", self.name, _short(exc))
-                broken = True
-                with self.lock:
-                    was, self.connected = self.connected, False
-                if was:
-                    self.changed()
-                self.stop.wait(wait * random.uniform(0.8, 1.2))
-                wait = min(wait * 2, most)
-
-
-def _lines(lines: Iterator[str], stop: threading.Event) -> Iterator[str]:
-    for line in lines:
-        if stop.is_set():
-            return
-        if line:
-            yield line
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
-
-
-# ---------------------------------------------------------------- the whole view
 
 
 class ClusterWatcher:
@@ -507,71 +299,3 @@ def _custom_list(custom: Any, group: str, version: str, plural: str) -> Callable
         return custom.list_cluster_custom_object(group, version, plural, **kwargs)
 
     return call
-
-
-class ClusterError(Exception):
-    """The cluster cannot be read: none configured, unreachable, unauthorised (the CLI's exit 2)."""
-
-
-def connect(kubeconfig: str | None = None, context: str | None = None) -> tuple[Any, str]:
-    """An ApiClient from in-cluster config, else the kubeconfig, and which it was; ClusterError
-    (saying why) when neither exists. An explicit `kubeconfig` or `context` (the CLI's flags)
-    skips the in-cluster config.
-
-    Whether either can exist is decided before the client is imported: it costs about 40 MB of
-    memory, which `make run` (no cluster) should not pay for nothing."""
-    if not (kubeconfig or context or os.environ.get("KUBERNETES_SERVICE_HOST")):
-        paths = (os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep)
-        if not any(os.path.isfile(os.path.expanduser(p)) for p in paths if p):
-            raise ClusterError(f"no cluster: not in a pod, and no kubeconfig ({os.pathsep.join(paths)})")
-    from kubernetes import client, config
-
-    configuration = client.Configuration()
-    try:
-        if kubeconfig or context:
-            raise config.ConfigException("a kubeconfig was asked for")
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call,unused-ignore]
-        where = "in-cluster"
-    except config.ConfigException:
-        try:
-            # KUBECONFIG read now (the client reads it once, at import), a path list as kubectl allows
-            path = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
-            config.load_kube_config(  # type: ignore[no-untyped-call,unused-ignore]
-                config_file=path, context=context, client_configuration=configuration
-            )
-            where = "kubeconfig"
-        except Exception as exc:  # no file, no context: no cluster (make run)
-            raise ClusterError(f"no cluster: no in-cluster config and no usable kubeconfig ({_short(exc)})") from None
-    return client.ApiClient(configuration), where
-
-
-def load_client(kubeconfig: str | None = None, context: str | None = None) -> tuple[Any, str] | None:
-    """`connect` for the server's cluster view: None (said once in the log) when there is no cluster."""
-    try:
-        return connect(kubeconfig, context)
-    except ClusterError as exc:
-        log.info("cluster view off: %s", exc)
-        return None
-
-
-def read_json(response: Any) -> Any:
-    """The body of a response opened with _preload_content=False, parsed; the connection goes back
-    to the pool only with its body read."""
-    try:
-        return orjson.loads(response.data) if response.data else {}
-    finally:
-        response.release_conn()
-
-
-def call_json(call: Callable[..., Any], *args: Any, timeout: Any = 30.0, **kwargs: Any) -> Any:
-    """A client call answered as parsed JSON. A cluster that is not there (refused, TLS, DNS) is
-    ClusterError; the API server's own answers (ApiException: 403, 404, 409, 410) pass through."""
-    from kubernetes.client.exceptions import ApiException
-
-    try:
-        response = call(*args, _preload_content=False, _request_timeout=timeout, **kwargs)
-    except ApiException:
-        raise
-    except Exception as exc:
-        raise ClusterError(f"cannot reach the API server: {type(exc).__name__}: {exc}") from None
-    return read_json(response)

@@ -27,9 +27,10 @@ from .engine import (
     pod_violations,
     watches_namespaces,
 )
-from .objects import PodView, ShapeError, group_of
+from .objects import PodView
 from .registry import MUTATIONS, OBJECT_RULES, RULES
 from .rule import Mutation, ObjectRule, Rule, Trigger, Where
+from .shapes import ShapeError, group_of
 from .types import Changes, Mode, Policy, Violation
 
 __all__ = [

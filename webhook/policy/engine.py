@@ -13,9 +13,10 @@ from typing import Any, Final
 from .gpus import agent_account, is_companion, is_device, node_agent
 from .mutations import isolate_non_gpu
 from .nodes import view_of_nodes
-from .objects import PodView, ShapeError, build_views, find_templates
+from .objects import PodView, build_views, find_templates
 from .registry import MUTATIONS, OBJECT_RULES, RULES, check_pod
 from .rule import Mutation, ObjectRule, Rule
+from .shapes import ShapeError
 from .types import MAX_WARNING, Changes, Mode, Policy, Violation
 
 ALL_RULES: Final[tuple[Rule | ObjectRule, ...]] = (*RULES, *OBJECT_RULES)

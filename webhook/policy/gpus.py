@@ -32,9 +32,10 @@ from fnmatch import fnmatchcase
 from functools import lru_cache
 from typing import Final
 
+from .containers import Container, EnvVar
 from .nodes import claim_classes
 from .nvidia import VISIBLE_DEVICES, grants_devices
-from .objects import Container, EnvVar, PodView
+from .objects import PodView
 from .quantity import QuantityError, parse_quantity
 from .types import ContainerKind, Policy
 

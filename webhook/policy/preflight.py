@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Final
 
+from .containers import Container
 from .gpus import is_companion, is_device
 from .nodes import (
     DRA_EXTENDED_PREFIX,
@@ -27,8 +28,9 @@ from .nodes import (
     placement,
     pod_requests,
 )
-from .objects import Container, PodView, quote_key
+from .objects import PodView
 from .quantity import QuantityError, parse_quantity
+from .shapes import quote_key
 from .types import ClusterView, NodeGroup, Policy
 
 _NONE: Final = object()  # cached "no analysis" (None means "not computed yet")

@@ -174,7 +174,8 @@ def _start_cluster_view(webhook: Webhook) -> Any:
         return None
     from dataclasses import replace
 
-    from ..cluster.view import ClusterWatcher, Timing
+    from ..cluster.reflector import Timing
+    from ..cluster.view import ClusterWatcher
 
     cell, counters, put = webhook.cell, webhook.metrics, webhook.put
     loop = asyncio.get_running_loop()

@@ -26,10 +26,11 @@ from __future__ import annotations
 import re
 from fnmatch import fnmatchcase
 
+from ..containers import Container
 from ..gpus import Source, is_companion, is_device, is_shared, kai_pod, may_be_gpu_claim, source, whole
 from ..namespaces import GPU_KINDS_ANNOTATION, facts
 from ..nodes import claim_classes
-from ..objects import Container, PodView
+from ..objects import PodView
 from ..quantity import QuantityError, parse_quantity
 from ..rule import GPU_POD, Rule
 from ..types import Mode, Policy, Violation

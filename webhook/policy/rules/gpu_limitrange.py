@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..objects import ShapeError
 from ..quantity import describe
 from ..rule import GPU_REQUEST, ObjectRule
+from ..shapes import ShapeError
 from ..types import Policy, Violation
 
 ID = "gpu-limitrange"

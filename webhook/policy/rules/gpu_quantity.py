@@ -21,9 +21,10 @@ from decimal import Decimal
 from typing import Final
 
 from ..gpus import is_device, whole
-from ..objects import PodView, quote_key
+from ..objects import PodView
 from ..quantity import QuantityError, describe, parse_quantity
 from ..rule import GPU_RESOURCE, Rule
+from ..shapes import quote_key
 from ..types import Policy, Violation
 
 ID = "gpu-quantity"

@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..gpus import is_companion, is_device
-from ..objects import ShapeError
 from ..quantity import describe
 from ..rule import GPU_RESOURCE, ObjectRule
+from ..shapes import ShapeError
 from ..types import Mode, Policy, Violation
 
 ID = "gpu-quota-advice"

@@ -10,9 +10,10 @@ templates legitimately omit it).
 from __future__ import annotations
 
 from ..gpus import is_device
-from ..objects import PodView, quote_key
+from ..objects import PodView
 from ..quantity import QuantityError, describe, parse_quantity
 from ..rule import GPU_RESOURCE, Rule
+from ..shapes import quote_key
 from ..types import Policy, Violation
 
 ID = "gpu-requests-equal-limits"

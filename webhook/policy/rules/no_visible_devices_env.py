@@ -11,9 +11,10 @@ webhook gives a fraction pod's GPU container (a configMapKeyRef to KAI's ConfigM
 
 from __future__ import annotations
 
+from ..containers import Container
 from ..gpus import kai_injected, kai_pod, resource_hint
 from ..nvidia import VISIBLE_DEVICES, grants_devices
-from ..objects import Container, PodView
+from ..objects import PodView
 from ..quantity import describe
 from ..rule import Rule, Trigger, Where
 from ..types import Policy, Violation

@@ -9,9 +9,10 @@ an explicit entry or a clean ConfigMap.
 
 from __future__ import annotations
 
+from ..containers import EnvSource
 from ..gpus import gpu_pod, isolated
 from ..nvidia import VISIBLE_DEVICES
-from ..objects import EnvSource, PodView
+from ..objects import PodView
 from ..rule import GPU_POD, Rule
 from ..types import Mode, Policy, Violation
 

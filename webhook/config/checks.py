@@ -1,0 +1,179 @@
+"""The checks a config value goes through, each reporting into a list of problems (all of a file's
+problems are reported together, each naming its key): types, Kubernetes name and label syntax,
+label selectors, resource-name patterns, and custom resources' template paths.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ..policy.templates import Shape, Templates, parse_path
+
+VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.\d+)?")
+
+
+LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+NAMESPACE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+def kind_of(value: Any) -> str:
+    """What was found, value included: `str 'yes'`, `int 1`, `null`, `list ['a']` (shortened)."""
+    if value is None:
+        return "null"
+    shown = repr(value)
+    return f"{type(value).__name__} {shown if len(shown) <= 60 else shown[:57] + '...'}"
+
+
+def expect(problems: list[str], key: str, value: Any, kind: type | tuple[type, ...], what: str) -> bool:
+    if isinstance(value, bool) and kind is not bool and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+        problems.append(f"{key}: must be {what}, got {kind_of(value)}")
+        return False
+    if not isinstance(value, kind):
+        problems.append(f"{key}: must be {what}, got {kind_of(value)}")
+        return False
+    return True
+
+
+OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def label_selector(
+    problems: list[str], key: str, value: Any
+) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str, tuple[str, ...]], ...]]:
+    """A Kubernetes label selector (matchLabels, matchExpressions), or null: (pairs, expressions)."""
+    if value is None:
+        return (), ()
+    if not isinstance(value, Mapping):
+        problems.append(
+            f"{key}: must be null or a label selector (matchLabels, matchExpressions), got {kind_of(value)}"
+        )
+        return (), ()
+    for extra in sorted(set(value) - {"matchLabels", "matchExpressions"}):
+        problems.append(f"{key}.{extra}: unknown key (a label selector has matchLabels and matchExpressions)")
+    pairs: list[tuple[str, str]] = []
+    labels = value.get("matchLabels") or {}
+    if not isinstance(labels, Mapping):
+        problems.append(f"{key}.matchLabels: must be a mapping of label keys to values, got {kind_of(labels)}")
+        labels = {}
+    for k, v in labels.items():
+        if not isinstance(k, str) or not LABEL_KEY.match(k) or not isinstance(v, str):
+            problems.append(f"{key}.matchLabels: {k!r}: {v!r} is not a label key and a string value")
+        else:
+            pairs.append((k, v))
+    expressions: list[tuple[str, str, tuple[str, ...]]] = []
+    found = value.get("matchExpressions") or []
+    if not isinstance(found, list):
+        problems.append(f"{key}.matchExpressions: must be a list, got {kind_of(found)}")
+        found = []
+    for i, e in enumerate(found):
+        where = f"{key}.matchExpressions[{i}]"
+        if not isinstance(e, Mapping) or not isinstance(e.get("key"), str) or e.get("operator") not in OPERATORS:
+            problems.append(f"{where}: must have a key and an operator of {', '.join(OPERATORS)}, got {e!r}")
+            continue
+        values = e.get("values") or []
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            problems.append(f"{where}.values: must be a list of strings, got {kind_of(values)}")
+            continue
+        if (e["operator"] in ("In", "NotIn")) != bool(values):
+            problems.append(f"{where}: In and NotIn need values, Exists and DoesNotExist take none")
+            continue
+        expressions.append((e["key"], e["operator"], tuple(values)))
+    return tuple(pairs), tuple(expressions)
+
+
+def names_matching(problems: list[str], key: str, value: Any, pattern: re.Pattern[str], what: str) -> list[str]:
+    """`string_list` whose items must also match `pattern` (label keys, object names)."""
+    out = string_list(problems, key, value)
+    for i, name in enumerate(out):
+        if not pattern.match(name):
+            problems.append(f"{key}[{i}]: {name!r} is not {what}")
+    return out
+
+
+def string_list(problems: list[str], key: str, value: Any) -> list[str]:
+    """A list of non-empty strings, each bad item reported with its index."""
+    if not expect(problems, key, value, list, "a list of strings"):
+        return []
+    out = []
+    for i, item in enumerate(value):
+        if isinstance(item, str) and item:
+            out.append(item)
+        else:
+            problems.append(f"{key}[{i}]: must be a non-empty string, got {item!r}")
+    return out
+
+
+def resource_patterns(problems: list[str], key: str, value: Any) -> list[str]:
+    """Resource names, each with at most one * (fnmatch: nvidia.com/mig-* matches every MIG profile)."""
+    if not expect(problems, key, value, list, "a list of resource names"):
+        return []
+    out = []
+    for i, name in enumerate(value):
+        bare = name.replace("*", "x", 1) if isinstance(name, str) else ""
+        if name.count("*") > 1 or "/" not in bare or not LABEL_KEY.match(bare) if bare else True:
+            problems.append(f"{key}[{i}]: {name!r} is not a domain-qualified resource name (one * allowed)")
+        else:
+            out.append(name)
+    return out
+
+
+CR_KEYS = ("group", "kind", "templates", "podSpecs", "containers")
+
+
+def custom_resources(value: Any, problems: list[str]) -> dict[tuple[str, str], Templates]:
+    """customResources: [{group, kind, templates|podSpecs|containers: [path, ...]}] -> the table.
+
+    Three shapes, as pod specs live in the wild: `templates` ({metadata, spec}: Kubeflow, Ray),
+    `podSpecs` (a PodSpec inline: KServe's predictor), `containers` (one container-like object:
+    Argo's container, KServe's model). At least one list is required.
+    """
+    out: dict[tuple[str, str], Templates] = {}
+    if not expect(problems, "customResources", value, list, "a list of {group, kind, templates}"):
+        return out
+    shapes = tuple(shape.key for shape in Shape)
+    for i, item in enumerate(value):
+        where = f"customResources[{i}]"
+        if not isinstance(item, Mapping):
+            problems.append(f"{where}: must be a mapping with group, kind and templates, podSpecs or containers")
+            continue
+        for key in item:
+            if key not in CR_KEYS:
+                hint = difflib.get_close_matches(str(key), CR_KEYS, n=1)
+                problems.append(f"{where}.{key}: unknown key" + (f" (did you mean {where}.{hint[0]}?)" if hint else ""))
+        group, kind = item.get("group", ""), item.get("kind")
+        if not isinstance(group, str):
+            problems.append(f'{where}.group: must be a string ("" for the core group)')
+        if not isinstance(kind, str) or not kind:
+            problems.append(f"{where}.kind: is required")
+        found: dict[str, tuple[tuple[str, ...], ...]] = {}
+        for key in shapes:
+            texts = item.get(key)
+            if texts is None:
+                continue
+            if not isinstance(texts, list) or not texts:
+                problems.append(f"{where}.{key}: must be a non-empty list of paths such as spec.tasks[*].template")
+                continue
+            paths = []
+            for j, text in enumerate(texts):
+                try:
+                    paths.append(parse_path(text if isinstance(text, str) else ""))
+                except ValueError as exc:
+                    problems.append(f"{where}.{key}[{j}]: {exc}")
+            found[key] = tuple(paths)
+        if not any(key in item for key in shapes):
+            problems.append(f"{where}: needs templates, podSpecs or containers (paths such as spec.tasks[*].template)")
+        if isinstance(group, str) and isinstance(kind, str) and kind:
+            out[(group, kind)] = Templates(
+                found.get("templates", ()),
+                pod_specs=found.get("podSpecs", ()),
+                containers=found.get("containers", ()),
+            )
+    return out

@@ -1,0 +1,173 @@
+"""The shipped configuration: every key with its default (DEFAULTS) and the one-line comment the
+chart's values.yaml and docs/configuration.md carry for it (COMMENTS). The one description of the
+configuration: webhook.buildtime.generate derives the chart's values and the docs from it, and
+webhook.config.settings validates against it (an unknown key is an error).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..policy import DEFAULT_MODES
+
+# Every key, with its default: the one place defaults are written. `make generate` derives the
+# README's configuration reference and the chart's values.yaml `policy` block from it (with
+# COMMENTS), and the rule modes come from the registry.
+DEFAULTS: dict[str, Any] = {
+    "rules": {rule: mode.value for rule, mode in DEFAULT_MODES.items()},
+    "sharedGpu": True,
+    "gpuResourceName": "nvidia.com/gpu",
+    "gpuDeviceResources": [
+        "nvidia.com/gpu",
+        "nvidia.com/gpu.shared",
+        "nvidia.com/mig-*",
+        "nvidia.com/*.shared",
+        "deviceclass.resource.kubernetes.io/*",
+    ],
+    "gpuSharedResources": ["nvidia.com/*.shared"],
+    "gpuCompanionResources": [
+        "nvidia.com/gpumem",
+        "nvidia.com/gpumem-percentage",
+        "nvidia.com/gpucores",
+        "volcano.sh/gpu-mem.128Mi",
+        "volcano.sh/gpu-core.percentage",
+    ],
+    "integrations": {
+        "kai": {"enabled": False, "schedulerNames": ["kai-scheduler"]},
+        "hami": {"enabled": False},
+        "xgpu": {"enabled": False},
+    },
+    # The chart's webhook.excludedNamespaces default is the same list (tests/test_chart.py), so
+    # `gpu-policy check` judges exactly the namespaces an installed chart judges.
+    "exemptNamespaces": ["kube-system", "kube-public", "kube-node-lease", "gpu-operator", "nvidia-device-plugin"],
+    "exemptServiceAccounts": [],
+    "exemptUsernames": [],
+    "nodeAgentImages": ["nvcr.io/nvidia/"],
+    "gpuNodeLabels": [
+        "cloud.google.com/gke-accelerator",
+        "nvidia.com/gpu.present",
+        "nvidia.com/gpu.product",
+        "k8s.amazonaws.com/accelerator",
+    ],
+    "gpuRuntimeClasses": ["nvidia", "nvidia-legacy", "nvidia-cdi"],
+    # The NVIDIA DRA driver's classes for whole GPUs and MIG devices (its ComputeDomain classes
+    # hand out IMEX channels, not GPUs).
+    "gpuDeviceClasses": ["gpu.nvidia.com", "mig.nvidia.com"],
+    "gpuNamespaces": [],
+    "gpuNamespaceSelector": None,
+    "gpuMaxPerPod": 8,
+    # The kinds that isolate (whole cards, MIG slices, DRA claims); the sharing kinds, which share a
+    # card's memory or faults, where a namespace's gpu-policy.io/gpu-kinds annotation allows them.
+    "gpuKindsAllowed": ["whole", "mig", "dra"],
+    # The controllers whose pods end (Jobs and the training operators' kinds) or serve (ReplicaSets
+    # and StatefulSets under Deployments, LeaderWorkerSets, KServe), as ownerReferences name them.
+    "gpuControllerKinds": [
+        "Job",
+        "ReplicaSet",
+        "StatefulSet",
+        "DaemonSet",
+        "PyTorchJob",
+        "TFJob",
+        "MPIJob",
+        "XGBoostJob",
+        "PaddleJob",
+        "JAXJob",
+        "TrainJob",
+        "RayCluster",
+        "RayJob",
+        "Workflow",
+        "LeaderWorkerSet",
+    ],
+    # node.kubernetes.io/instance-type values of GPU machine families (AWS p/g, GCP a2/a3/g2, Azure N).
+    "gpuInstanceTypes": [
+        "p3.",
+        "p3dn.",
+        "p4d.",
+        "p4de.",
+        "p5.",
+        "p5e.",
+        "p5en.",
+        "g4dn.",
+        "g5.",
+        "g5g.",
+        "g6.",
+        "g6e.",
+        "a2-",
+        "a3-",
+        "g2-",
+        "Standard_NC",
+        "Standard_ND",
+        "Standard_NV",
+    ],
+    "webhookNamespace": None,
+    "clusterVersion": "auto",
+    "ldLibraryPath": {"enabled": True, "path": "/usr/local/nvidia/lib64", "whenUnset": "inject"},
+    "acceleratorNodeSelector": {"labelKey": "accelerator", "default": None},
+    "optOutAnnotation": "gpu-policy.io/mutate",
+    "isolateNonGpu": True,
+    "customResources": [],
+    "server": {
+        "maxRequestBytes": 8 * 1024 * 1024,
+        "certReloadSeconds": 10.0,
+        "configReloadSeconds": 5.0,
+        "drainSeconds": 5.0,
+        "idleSeconds": 120.0,
+        "headerSeconds": 10.0,
+        "bodySeconds": 10.0,
+        "writeSeconds": 10.0,
+        "clusterVersionSeconds": 300.0,
+        "clusterView": "auto",
+    },
+}
+
+
+# One line per key for the generated YAML (README and values.yaml); keys of nested mappings
+# are dotted. A key without a comment fails `make generate`.
+COMMENTS: dict[str, str] = {
+    "rules": "mode per rule: deny | warn | audit | off",
+    "sharedGpu": "allow shares of one GPU (0 < x < 1); false: whole GPUs only",
+    "gpuResourceName": "the device plugin's GPU resource",
+    "gpuDeviceResources": "device-plugin resources that are GPUs (MIG, shared, DRA extended); one * per name",
+    "gpuSharedResources": "of those, time-sliced/MPS slots: at most 1 per container (the device plugin refuses more)",
+    "gpuCompanionResources": "resources that imply a GPU without a device resource (HAMi, xGPU)",
+    "integrations.kai.enabled": "KAI Scheduler fraction pods: the NVIDIA_VISIBLE_DEVICES KAI injects is allowed",
+    "integrations.kai.schedulerNames": "schedulerName values of KAI's pods",
+    "integrations.hami.enabled": "HAMi: nvidia.com/gpucores <= 100, gpumem > 0 and gpumem-percentage <= 100 checked",
+    "integrations.xgpu.enabled": "CCE xGPU: gpu-mem.128Mi, gpu-core.percentage (steps of 5), no mix with the GPU",
+    "exemptNamespaces": "allowed untouched, never mutated",
+    "exemptServiceAccounts": "[namespace/name]: pods running as these service accounts are allowed untouched",
+    "exemptUsernames": "requests by these users (request.userInfo.username) are allowed untouched",
+    "nodeAgentImages": "image prefixes of GPU node agents: voided non-exempt agents get a warning",
+    "gpuNodeLabels": "node labels that mark GPU nodes, besides acceleratorNodeSelector.labelKey",
+    "gpuRuntimeClasses": "runtime classes that give a pod every GPU (the GPU operator's management classes)",
+    "gpuDeviceClasses": "DRA DeviceClasses that are GPUs: with the cluster view, claims of other classes are not",
+    "gpuInstanceTypes": "prefixes of node.kubernetes.io/instance-type values of GPU machines (nodeSelector)",
+    "gpuNamespaces": "gpu-namespace-allowed: namespaces that may run GPU pods, by name",
+    "gpuNamespaceSelector": "gpu-namespace-allowed: {matchLabels: {...}, matchExpressions: [...]} of namespaces "
+    "that may run GPU pods (labels from the cluster view; unknown namespaces fail closed)",
+    "gpuMaxPerPod": "gpu-max-per-pod: GPU devices one pod may ask for (containers summed, or the largest init)",
+    "gpuControllerKinds": "gpu-controller-owned: ownerReferences kinds that may own a GPU pod (Volcano's is Job)",
+    "gpuKindsAllowed": "gpu-kinds-allowed: GPU kinds a pod may use unless its namespace's gpu-policy.io/gpu-kinds "
+    "annotation says: whole, shared, time-sliced, mig[:profile glob], dra[:device class glob]",
+    "webhookNamespace": "the webhook's own namespace, always exempt; default: $POD_NAMESPACE",
+    "clusterVersion": 'auto (read /version at start-up) | unknown | "1.27" | "v1.19.10-r0-CCE21.11.1.B006"',
+    "ldLibraryPath.enabled": "below v1.28: GPU containers find the driver on LD_LIBRARY_PATH",
+    "ldLibraryPath.path": "where the driver is mounted",
+    "ldLibraryPath.whenUnset": "inject | warn",
+    "acceleratorNodeSelector.labelKey": "the node label that names the GPU model",
+    "acceleratorNodeSelector.default": "e.g. nvidia-t4; null: no default GPU model",
+    "optOutAnnotation": 'pods annotated <key>: "false" skip the conveniences, never isolation',
+    "isolateNonGpu": "NVIDIA_VISIBLE_DEVICES=void for containers that request no GPU",
+    "customResources": "[{group: x.example.com, kind: Trainer, templates: ['spec.stages[*].template'], "
+    "containers: ['spec.steps[*].container']}]; podSpecs: inline pod specs",
+    "server.maxRequestBytes": "admission bodies reach several MiB; larger bodies get HTTP 413",
+    "server.certReloadSeconds": "how often tls.crt/tls.key are checked for a new pair",
+    "server.configReloadSeconds": "how often this file is checked for changes (SIGHUP: at once); 0: never",
+    "server.drainSeconds": "after SIGTERM: not-ready but still serving this long (Ctrl-C: no wait)",
+    "server.idleSeconds": "keep-alive connections idle this long are closed (above the API server's 90 s)",
+    "server.headerSeconds": "a request's headers (or a new connection's first) not complete this long: closed",
+    "server.bodySeconds": "a request body not complete this long after its headers gets HTTP 408",
+    "server.writeSeconds": "a client that reads none of its answers this long is disconnected",
+    "server.clusterVersionSeconds": "clusterVersion auto: /version is read again this often (upgrades); 0: once",
+    "server.clusterView": "auto (watch nodes, DRA claims when a cluster is reachable) | off: pre-flight rules silent",
+}
