@@ -10,6 +10,7 @@ import pytest
 
 from tests.apiserver import ApiServer
 from tests.helpers import Server
+from tests.rawhttp import HOSTILE
 from webhook import certs
 
 
@@ -58,3 +59,22 @@ def api(server: Server) -> Iterator[ApiServer]:
     client = server.client()
     yield client
     client.close()
+
+
+@pytest.fixture(scope="module")
+def hostile(start_server: Callable[..., Server]) -> Server:
+    """A server with short deadlines for the hostile-client tests (one per test module)."""
+    return start_server(HOSTILE)
+
+
+@pytest.fixture(autouse=True)
+def clean(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test: the module's server logged nothing at ERROR and no traceback."""
+    if "hostile" not in request.fixturenames:
+        yield
+        return
+    server: Server = request.getfixturevalue("hostile")
+    since = server.log.stat().st_size
+    yield
+    assert not server.log_problems(since)
+    assert server.proc.poll() is None, "the server died"

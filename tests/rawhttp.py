@@ -89,3 +89,25 @@ def chunked(body: bytes, size: int) -> bytes:
 
 def review(gpu: str = "1", **spec: object) -> bytes:
     return json.dumps(ApiServer.build(pod(container("train", gpu=gpu), **spec))).encode()
+
+
+# Short deadlines, so every bound below is a few seconds: the shipped ones are 10 s each.
+DEADLINES = {"headerSeconds": 1.0, "bodySeconds": 1.0, "writeSeconds": 1.0, "idleSeconds": 3.0}
+
+HOSTILE = {"clusterVersion": "1.30", "server": {"maxRequestBytes": 65536, "drainSeconds": 0, **DEADLINES}}
+
+SWEEP = 0.25  # webhook.serve.transport checks the header and write deadlines this often at these settings
+
+GET = b"GET /healthz HTTP/1.1\r\nHost: " + HOST + b"\r\n\r\n"
+
+
+def figure(case: str, seconds: float | None) -> None:
+    """The measured figure, for the record (run with -s)."""
+    print(f"\nFIGURE {case}: {seconds if seconds is None else round(seconds, 3)} s")
+
+
+def closed_within(s: socket.socket, seconds: float) -> float | None:
+    """Seconds until the server closed `s` (read side), or None if it did not within `seconds`."""
+    started = time.monotonic()
+    _data, closed = read_until_closed(s, seconds)
+    return time.monotonic() - started if closed else None
