@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         def bare_cmd(port: int) -> list[str]:
             return [py, "-m", "bench.bare", "--cert-dir", str(tmp / "certs"), "--port", str(port)]
 
-        def policy_cmd(port: int, workers: int = 1) -> list[str]:
+        def policy_cmd(port: int, workers: int = 1, config: Path = config) -> list[str]:
             return [
                 py,
                 "-m",

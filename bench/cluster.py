@@ -57,9 +57,8 @@ def view_servers(
         config = tmp / f"config-{name.split()[0]}.yaml"
         config.write_text(yaml.safe_dump({**base, **extra}))
         port = free_port()
-        cmd = [str(config) if arg == str(tmp / "config.yaml") else arg for arg in policy_cmd(port)]
-        proc = stack.enter_context(server(cmd, port, SERVER_CPU, ca, view_env))
-        _wait_synced(port, ca, with_namespaces=bool(extra))
+        proc = stack.enter_context(server(policy_cmd(port, config=config), port, SERVER_CPU, ca, view_env))
+        _wait_synced(port, ca)
         urls[f"{name} /validate"] = f"https://127.0.0.1:{port}/validate"
         pids[f"{name} /validate"] = proc.pid
 
@@ -79,7 +78,7 @@ def view_latency(
     }
 
 
-def _wait_synced(port: int, ca: Path, with_namespaces: bool) -> None:
+def _wait_synced(port: int, ca: Path) -> None:
     """Until /readyz says the cluster view synced (namespaces included), at most 60 s."""
     ctx = ssl.create_default_context(cafile=str(ca))
     deadline = time.monotonic() + 60
