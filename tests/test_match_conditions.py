@@ -16,12 +16,11 @@ import random
 from pathlib import Path
 from typing import Any
 
-import celpy
 import kubernetes_validate
 import pytest
 
 from bench.reviews import pods
-from tests.chart import find, render
+from tests.celconditions import compile_conditions, sent
 from tests.helpers import container, corpus, junk, nodes, pod, replace
 from webhook.config import default_policy, from_mapping
 from webhook.policy import ALL_RULES, RULES, Mode, Policy, ShapeError, engine
@@ -137,49 +136,6 @@ def population() -> dict[str, dict[str, Any]]:
 
 
 POPULATION = population()
-
-
-def compile_conditions(config: dict[str, Any], tmp: Path) -> dict[str, list[Any] | None]:
-    docs = render({"policy": config}, kube_version="1.30.0", tmp=tmp)
-    assert isinstance(docs, list)
-    env = celpy.Environment()
-    hooks = (
-        find(docs, "MutatingWebhookConfiguration")["webhooks"]
-        + find(docs, "ValidatingWebhookConfiguration")["webhooks"]
-    )
-    return {
-        h["name"]: [env.program(env.compile(c["expression"])) for c in h["matchConditions"]]
-        if "matchConditions" in h
-        else None
-        for h in hooks
-    }
-
-
-# Go maps among the fields CEL reads: a null value there decodes to the zero value, key kept.
-MAPS = {"nodeSelector": "", "annotations": "", "labels": "", "limits": 0, "requests": 0}
-
-
-def typed(value: Any, zero: Any = None) -> Any:
-    """The object as CEL sees it: the API server decodes into typed structs first, so a JSON
-    null is an unset (omitted) struct field, or a zero value in a map, never a null that
-    `has()` would report as present."""
-    if isinstance(value, dict):
-        if zero is not None:
-            return {k: zero if v is None else v for k, v in value.items()}
-        return {k: typed(v, MAPS.get(k)) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [typed(v) for v in value]
-    return value
-
-
-def sent(programs: list[Any] | None, obj: dict[str, Any]) -> bool:
-    if programs is None:
-        return True  # a webhook without matchConditions sees every pod
-    activation = {"object": celpy.json_to_cel(typed(obj))}
-    results = [p.evaluate(activation) for p in programs]
-    for r in results:
-        assert not isinstance(r, celpy.CELEvalError), f"CEL failed on a schema-valid pod: {r}"
-    return all(bool(r) for r in results)
 
 
 @pytest.mark.parametrize("config_name", list(CONFIGS))

@@ -53,6 +53,16 @@ def clause(trigger: Any) -> Clause:
         return Clause("has(object.spec.resourceClaims)", False, "")
     if where is Where.CONTAINER_ENV:
         return Clause("(has(c.env) && c.env.exists(e, e.name == '%s'))", True, value)
+    if where is Where.GRANTING_ENV:
+        from ..policy.nvidia import NO_DEVICES
+
+        literals = ", ".join(f"'{v}'" for v in sorted(NO_DEVICES))
+        return Clause(
+            "(has(c.env) && c.env.exists(e, e.name == '%s' && (has(e.valueFrom) || "
+            f"(has(e.value) && !(e.value in [{literals}])))))",
+            True,
+            value,
+        )
     if where is Where.CONTAINER_MOUNT:
         return Clause("(has(c.volumeMounts) && c.volumeMounts.exists(m, m.mountPath.contains('%s')))", True, value)
     if where is Where.NODE_LABEL:

@@ -22,15 +22,25 @@ DEFAULTS: dict[str, Any] = {
         "nvidia.com/gpu.shared",
         "nvidia.com/mig-*",
         "nvidia.com/*.shared",
+        "nvidia.com/*-shared",
         "deviceclass.resource.kubernetes.io/*",
+        # Volcano's vGPU device plugin and Alibaba's gpushare: their Allocate answers set
+        # NVIDIA_VISIBLE_DEVICES, so isolation must leave them alone.
+        "volcano.sh/vgpu-number",
+        "aliyun.com/gpu-count",
     ],
-    "gpuSharedResources": ["nvidia.com/*.shared"],
+    "gpuSharedResources": ["nvidia.com/*.shared", "nvidia.com/*-shared"],
     "gpuCompanionResources": [
         "nvidia.com/gpumem",
         "nvidia.com/gpumem-percentage",
         "nvidia.com/gpucores",
         "volcano.sh/gpu-mem.128Mi",
         "volcano.sh/gpu-core.percentage",
+        "volcano.sh/vgpu-memory",
+        "volcano.sh/vgpu-memory-percentage",
+        "volcano.sh/vgpu-cores",
+        "aliyun.com/gpu-mem",
+        "aliyun.com/gpu-core.percentage",
     ],
     "integrations": {
         "kai": {"enabled": False, "schedulerNames": ["kai-scheduler"]},
@@ -39,7 +49,17 @@ DEFAULTS: dict[str, Any] = {
     },
     # The chart's webhook.excludedNamespaces default is the same list (tests/test_chart.py), so
     # `gpu-policy check` judges exactly the namespaces an installed chart judges.
-    "exemptNamespaces": ["kube-system", "kube-public", "kube-node-lease", "gpu-operator", "nvidia-device-plugin"],
+    # NVIDIA's node agents: the GPU operator (OpenShift's OperatorHub install uses nvidia-gpu-operator),
+    # the standalone device plugin, and the DRA driver (its kubelet plugin mounts /var/run/cdi).
+    "exemptNamespaces": [
+        "kube-system",
+        "kube-public",
+        "kube-node-lease",
+        "gpu-operator",
+        "nvidia-gpu-operator",
+        "nvidia-device-plugin",
+        "nvidia-dra-driver-gpu",
+    ],
     "exemptServiceAccounts": [],
     "exemptUsernames": [],
     "nodeAgentImages": ["nvcr.io/nvidia/"],

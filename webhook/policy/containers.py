@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final
 
+from .nvidia import GRANTING
 from .quantity import QuantityError, parse_quantity
 from .shapes import ShapeError, as_flag, as_list, as_mapping, as_string, dig, objects_at, quote_key, type_name
 from .types import ContainerKind, Policy, Violation
@@ -19,7 +20,7 @@ from .types import ContainerKind, Policy, Violation
 # only these names' values are read and checked. (The server once narrowed the set per request by
 # scanning the raw body for the names: with the compiled core, three scans of the body cost more
 # than walking every env list.)
-WATCHED: Final = frozenset({"NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "NVIDIA_DRIVER_CAPABILITIES"})
+WATCHED: Final = frozenset({*GRANTING, "LD_LIBRARY_PATH", "NVIDIA_DRIVER_CAPABILITIES"})
 
 
 # The classes built on every request (EnvVar, Container, PodView) have an explicit __init__:
@@ -45,8 +46,8 @@ class EnvVar:
         self.config_map_key = config_map_key
 
 
-# One envFrom item: ("ConfigMap" | "Secret" | "", name).
-EnvSource = tuple[str, str]
+# One envFrom item: ("ConfigMap" | "Secret" | "", name, prefix).
+EnvSource = tuple[str, str, str]
 
 
 @dataclass(slots=True, init=False)
@@ -319,14 +320,17 @@ def _container(
 def _env_from(value: Any, c: Container) -> tuple[EnvSource, ...]:
     out: list[EnvSource] = []
     for i, item in enumerate(objects_at(value, c.path, "envFrom")):
-        source: EnvSource = ("", "")
+        prefix = item.get("prefix")
+        if prefix is not None and not isinstance(prefix, str):
+            raise ShapeError(f"{c.path}.envFrom[{i}].prefix", f"must be a string, got {type_name(prefix)}")
+        source: EnvSource = ("", "", prefix or "")
         for field, what in _ENV_SOURCES:
             ref = item.get(field)
             if ref is not None:
                 name = ref.get("name") if isinstance(ref, dict) else 0
                 if name is not None and not isinstance(name, str):  # JSON null decodes to "" in Go
                     raise ShapeError(f"{c.path}.envFrom[{i}].{field}", "must be an object with a string name")
-                source = (what, name or "")
+                source = (what, name or "", prefix or "")
         out.append(source)
     return tuple(out)
 

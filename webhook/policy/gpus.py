@@ -224,26 +224,46 @@ def resource_hint(c: Container, view: PodView, policy: Policy) -> str:
     return policy.resource_name
 
 
-def isolated(c: Container, view: PodView, policy: Policy) -> bool:
-    """Whether isolate-non-gpu gives (or gave) `c` an explicit NVIDIA_VISIBLE_DEVICES=void.
+def plugin_env_gpu(c: Container, view: PodView, policy: Policy) -> bool:
+    """`c`'s GPU reaches it through a variable the node sets in its environment: a device-plugin
+    resource (the plugin's Allocate answers NVIDIA_VISIBLE_DEVICES), a companion resource (HAMi's
+    webhook turns it into one), or KAI's injected ConfigMap entry. A pod-env `void` would hide
+    exactly these GPUs (the kubelet puts pod env after the plugin's; last wins).
 
-    Only containers that get no GPU by any path of the model, that the pod does not exempt,
-    and that do not set the variable themselves (a value granting nothing already isolates;
-    one granting devices is left for validation to deny with its message).
+    Not among them, on purpose: DRA claims and GKE's device annotations. A DRA driver delivers
+    devices only through CDI, whose container edits are applied by the runtime after the pod's
+    env and replace a variable of the same name (CDI's `ContainerEdits.Apply` -> runtime-tools
+    `AddMultipleProcessEnv`); NVIDIA's DRA driver itself writes NVIDIA_VISIBLE_DEVICES=void into
+    its CDI specs. GKE's injector adds device nodes, not the toolkit's variable. So `void` costs
+    those containers nothing and keeps the image's `all` from reaching the legacy hook."""
+    found = source(c, view, policy)
+    return found is not None and found.how in ("resource", "companion", "kai")
+
+
+def grants_nothing(c: Container, name: str = VISIBLE_DEVICES) -> bool:
+    """The pod's last entry for `name` (the one the kubelet keeps) is an exact no-device literal."""
+    entries = c.env(name)
+    return bool(entries) and not entries[-1].value_from and not grants_devices(entries[-1].value)
+
+
+def isolated(c: Container, view: PodView, policy: Policy) -> bool:
+    """Whether isolate-non-gpu gives `c` an explicit NVIDIA_VISIBLE_DEVICES=void, appended last.
+
+    Every container whose GPU does not come through the node's environment (plugin_env_gpu), unless
+    its own last entry already grants nothing exactly. An entry that may grant devices is not
+    rewritten (no-visible-devices-env denies it with its message); the appended `void` wins over
+    it, over envFrom and over the image, whatever validation then says.
     """
-    return policy.isolate_non_gpu and VISIBLE_DEVICES not in c.watched and source(c, view, policy) is None
+    return policy.isolate_non_gpu and not plugin_env_gpu(c, view, policy) and not grants_nothing(c)
 
 
 def sees_no_gpu(c: Container, view: PodView, policy: Policy) -> bool:
-    """`c` gets no GPU and isolation voids it, or already did (the validating webhook sees the
-    pod after the mutating one): what a GPU node agent must not silently suffer."""
-    if source(c, view, policy) is not None:
+    """`c` gets no GPU through its environment and isolation voids it, or already did (the
+    validating webhook sees the pod after the mutating one): what a GPU node agent must not
+    silently suffer."""
+    if plugin_env_gpu(c, view, policy):
         return False
-    entries = c.env(VISIBLE_DEVICES)
-    if not entries:
-        return policy.isolate_non_gpu
-    last = entries[-1]
-    return not last.value_from and not grants_devices(last.value)
+    return grants_nothing(c) or policy.isolate_non_gpu
 
 
 def kai_injected(entry: EnvVar, c: Container, view: PodView, policy: Policy) -> bool:
@@ -260,6 +280,17 @@ def kai_injected(entry: EnvVar, c: Container, view: PodView, policy: Policy) -> 
         return False
     index = f"i{c.index}" if c.kind is ContainerKind.INIT else str(c.index)
     return ref[0] == f"{prefix}-{index}"
+
+
+def kai_env_from(name: str, c: Container, view: PodView, policy: Policy) -> bool:
+    """Whether envFrom of ConfigMap `name` is the one KAI's webhook gives a fraction container
+    (`<prefix>-<index>-evar`, beside the configMapKeyRef of kai_injected): KAI's binder writes it,
+    and it is trusted exactly as far as that entry is."""
+    if not policy.kai or kai_pod(view, policy) is None or kai_container(view) is not c:
+        return False
+    prefix = view.annotations.get(KAI_CONFIG_MAP)
+    index = f"i{c.index}" if c.kind is ContainerKind.INIT else str(c.index)
+    return bool(prefix) and name == f"{prefix}-{index}-evar"
 
 
 def node_agent(view: PodView, policy: Policy) -> bool:

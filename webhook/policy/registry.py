@@ -20,6 +20,7 @@ from .rules import (
     gpu_max_per_pod,
     gpu_namespace_allowed,
     gpu_node_agent,
+    gpu_node_name_advertised,
     gpu_quantity,
     gpu_quota_advice,
     gpu_requests_equal_limits,
@@ -28,6 +29,7 @@ from .rules import (
     host_shm,
     known_accelerator,
     no_cdi_annotations,
+    no_device_grant_env,
     no_gpu_device_hostpath,
     no_gpu_runtime_class,
     no_host_namespaces_gpu,
@@ -61,6 +63,8 @@ RULES: tuple[Rule, ...] = (
     gpu_namespace_allowed.RULE,
     gpu_job_deadline.RULE,
     gpu_kinds_allowed.RULE,
+    gpu_node_name_advertised.RULE,
+    no_device_grant_env.RULE,
 )
 
 OBJECT_RULES: tuple[ObjectRule, ...] = (
@@ -126,4 +130,8 @@ def check_pod(view: PodView, policy: Policy, on: list[bool]) -> list[Violation]:
         out.extend(gpu_job_deadline.check(view, policy))
     if on[22]:
         out.extend(gpu_kinds_allowed.check(view, policy))
+    if on[23]:
+        out.extend(gpu_node_name_advertised.check(view, policy))
+    if on[24]:
+        out.extend(no_device_grant_env.check(view, policy))
     return out

@@ -32,6 +32,10 @@ class Where(StrEnum):
     # never in a Pod, so the chart's CEL (pods only) spells it "false"
     GPU_COUNT = "GPU count field"
     CONTAINER_ENV = "container env"  # the name of an env entry of any container
+    # an env entry of that name that may grant devices: valueFrom, or a value other than exactly
+    # "", "void", "none" (webhook.policy.nvidia.NO_DEVICES). So isolation's own `void` does not
+    # send every pod it patched to the fail-closed validating webhook (which sees the patched pod).
+    GRANTING_ENV = "granting container env"
     CONTAINER_MOUNT = "container mount"  # a substring of any container's volumeMounts[*].mountPath
     NODE_LABEL = "node label"  # a nodeSelector key, or any required node affinity
     HOSTPATH_VOLUME = "hostPath volume"  # any volume with hostPath

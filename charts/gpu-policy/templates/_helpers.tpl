@@ -145,3 +145,11 @@ allowed for a preview). */}}
 {{- printf "%s:%s" $img.repository ($img.tag | default .Chart.AppVersion) -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The release namespace is always exempt from both webhooks (the webhook must never judge its own
+pods): installed into a namespace where workloads run, it would wave every pod there through. */}}
+{{- define "gpu-policy.checkNamespace" -}}
+{{- if has .Release.Namespace (list "default") -}}
+{{- fail (printf "the release namespace %q is exempt from gpu-policy (its own namespace always is), so every pod created there would skip isolation and validation: install into a namespace of its own (helm install --namespace gpu-policy --create-namespace)" .Release.Namespace) -}}
+{{- end -}}
+{{- end -}}

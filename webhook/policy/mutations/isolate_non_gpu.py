@@ -13,9 +13,11 @@ pod, and a warning on every `kubectl apply` would train people to ignore warning
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import Final
 
-from ..gpus import isolated
-from ..nvidia import VISIBLE_DEVICES
+from ..containers import Container
+from ..gpus import is_companion, is_device, isolated, plugin_env_gpu
+from ..nvidia import IMEX_CHANNELS, VISIBLE_DEVICES, prefix_reaches
 from ..objects import PodView
 from ..patch import Op, append_env
 from ..rule import EVERY_POD, Mutation
@@ -23,45 +25,89 @@ from ..types import NO_CHANGES, Changes, ContainerKind, Policy
 
 ID = "isolate-non-gpu"
 VOID = {"name": VISIBLE_DEVICES, "value": "void"}
+VOID_IMEX = {"name": IMEX_CHANNELS, "value": "void"}
 
 
 def enabled(policy: Policy) -> bool:
     return policy.isolate_non_gpu
 
 
-def _ops(view: PodView, policy: Policy, skip: Collection[str] = (), only_ephemeral: bool = False) -> list[Op]:
-    return [
-        append_env(c.pointer, c.has_env, dict(VOID))
-        for c in view.containers
-        if (not only_ephemeral or (c.kind is ContainerKind.EPHEMERAL and c.name not in skip))
-        and isolated(c, view, policy)
-    ]
+# Words in a resource name that suggest a GPU the model does not know (Volcano's vGPU, a
+# renamed time-sliced resource, another vendor's sharing plugin): voiding such a container is
+# what the invariant wants, but its owner should hear why it lost the card.
+_GPU_WORDS: Final = ("gpu", "mig-", "cuda", "nvidia.com/")
+
+
+def _unknown_gpu_like(c: Container, policy: Policy) -> str:
+    for side in (c.limits, c.requests):
+        for name in side or ():
+            lowered = name.lower()
+            if "/" in name and any(w in lowered for w in _GPU_WORDS):
+                if not is_device(name, policy) and not is_companion(name, policy):
+                    return name
+    return ""
+
+
+def _imex_open(c: Container, view: PodView, policy: Policy) -> bool:
+    """An envFrom item of `c` can set NVIDIA_IMEX_CHANNELS, which the toolkit reads whatever
+    NVIDIA_VISIBLE_DEVICES says: a container isolation voids gets an explicit `void` for it too.
+    (GPU containers with such an envFrom are denied by visible-devices-envfrom instead.)"""
+    if not policy.isolate_non_gpu or not c.raw_env_from or IMEX_CHANNELS in c.watched:
+        return False
+    if plugin_env_gpu(c, view, policy):
+        return False
+    return any(IMEX_CHANNELS in prefix_reaches(prefix) for _, _, prefix in c.env_from)
+
+
+def _changes(view: PodView, policy: Policy, skip: Collection[str] = (), only_ephemeral: bool = False) -> Changes:
+    ops: list[Op] = []
+    warnings: list[str] = []
+    for c in view.containers:
+        if only_ephemeral and (c.kind is not ContainerKind.EPHEMERAL or c.name in skip):
+            continue
+        imex = _imex_open(c, view, policy)
+        if imex:
+            ops.append(append_env(c.pointer, c.has_env, dict(VOID_IMEX)))
+        if not isolated(c, view, policy):
+            continue
+        ops.append(append_env(c.pointer, c.has_env or imex, dict(VOID)))
+        unknown = _unknown_gpu_like(c, policy) if (c.limits or c.requests) else ""
+        if unknown:
+            warnings.append(
+                f'{ID}: {c.label} "{c.name}" requests {unknown}, which the GPU model does not know as a GPU '
+                f"resource, so it gets {VISIBLE_DEVICES}=void and sees no GPU; if it is one, the platform adds it "
+                "to gpuDeviceResources (or gpuCompanionResources) in gpu-policy's config"
+            )
+    return Changes(ops, warnings) if ops else NO_CHANGES
 
 
 def mutate(view: PodView, policy: Policy) -> Changes:
-    ops = _ops(view, policy)
-    return Changes(ops, []) if ops else NO_CHANGES
+    return _changes(view, policy)
 
 
 def mutate_new_ephemeral(view: PodView, policy: Policy, existing: Collection[str]) -> Changes:
     """Only ephemeral containers not in `existing`: everything else in a running pod is immutable."""
-    return Changes(_ops(view, policy, existing, only_ephemeral=True), [])
+    return _changes(view, policy, existing, only_ephemeral=True)
 
 
 MUTATION: Mutation = Mutation(
     id=ID,
     mutate=mutate,
-    summary="Every container (init, regular, ephemeral) that gets no GPU by any path of the GPU model and does not set "
-    "`NVIDIA_VISIBLE_DEVICES` itself gets `NVIDIA_VISIBLE_DEVICES=void` appended (`env` created when absent). "
+    summary="Every container (init, regular, ephemeral) whose GPU does not come through the node's environment "
+    "(a device-plugin or companion resource, KAI's injected entry) and whose own last `NVIDIA_VISIBLE_DEVICES` "
+    "entry is not exactly `void`, `none` or empty gets `NVIDIA_VISIBLE_DEVICES=void` appended (`env` created when "
+    "absent); as the last entry it wins over earlier ones, `envFrom` and the image. DRA claim holders and "
+    "containers in GKE device annotations are voided too: their devices come through CDI or device nodes, "
+    "which the variable does not narrow. A container that requests an unknown GPU-like resource is warned. "
     "CUDA and NGC images bake `NVIDIA_VISIBLE_DEVICES=all` into the image and the NVIDIA runtime honours it in "
     "unprivileged containers, so without this a pod without a GPU request sees every GPU; it also closes the "
     "legacy `CUDA_VERSION` path and `nvidia.com/gpu: 0`. Left alone: containers with a device resource (MIG "
-    "and shared slots included), a companion resource, a DRA claim or a KAI fraction (the kubelet puts pod env "
-    "after the device plugin's, so a void would hide their GPU); containers that set the variable (a value "
-    "granting devices is *not* rewritten, so `no-visible-devices-env` can deny it with its message); requests "
-    "that do not parse; pods of exempt service accounts. On "
-    "`pods/ephemeralcontainers` only newly added ephemeral containers are patched. No warning (it applies to "
-    "nearly every pod). The opt-out annotation never turns it off.",
+    "and shared slots included), a companion resource or a KAI fraction (the kubelet puts pod env "
+    "after the device plugin's, so a void would hide their GPU); entries granting devices are *not* rewritten, "
+    "so `no-visible-devices-env` can deny them with its message; pods of exempt service accounts. On "
+    "`pods/ephemeralcontainers` only newly added ephemeral containers are patched. A container without a GPU "
+    "whose `envFrom` could set `NVIDIA_IMEX_CHANNELS` (no prefix ruling it out) gets `NVIDIA_IMEX_CHANNELS=void` "
+    "too. No other warning (it applies to nearly every pod). The opt-out annotation never turns it off.",
     reads=("containers[*].env", "containers[*].resources", "schedulerName", "metadata.annotations"),
     triggers=EVERY_POD,
     switch="isolateNonGpu",

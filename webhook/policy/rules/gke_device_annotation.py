@@ -6,20 +6,30 @@ Allowed: listing at most as many GPU device nodes (/dev/nvidia<N>) as the pod re
 GPU resource (its regular containers together, or its largest init container): the TCPX and
 TCPXO samples give their network daemon the /dev/nvidia0-7 of the 8 GPUs the pod holds.
 Control nodes (/dev/nvidiactl, /dev/nvidia-uvm) grant no GPU by themselves.
-Denied: more GPU device nodes than that, e.g. any in a pod that requests no GPU.
+Denied: more GPU device nodes than that, e.g. any in a pod that requests no GPU. Every key under
+devices.gke.io/ counts (`container.<name>`, `pod`, the bare key), and containerd's NRI
+device-injector keys (devices.noderesource.dev/, devices.nri.io/) may list no GPU node at all.
+Values are parsed as the injector parses them (YAML) and paths normalised (`/dev//nvidia0` and
+`/dev/./nvidia0` are /dev/nvidia0); a value that is no such list is denied (unknown fails closed).
+Which GPUs the list names cannot be checked at admission (the device plugin picks them later):
+that residue is the injector's and is stated in docs/policy.md's threat model.
 """
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
+from typing import Final
 
-from ..gpus import GKE_DEVICES as PREFIX
-from ..gpus import GPU_DEVICE_NODE as _GPU_NODE
+import yaml
+
 from ..objects import PodView
 from ..rule import Rule, Trigger, Where
 from ..types import ContainerKind, Policy, Violation
+from .no_gpu_device_hostpath import normalise
 
 ID = "gke-device-annotation"
+PREFIX_ROOT: Final = "devices.gke.io/"
 
 
 def requested(view: PodView) -> Decimal:
@@ -30,23 +40,65 @@ def requested(view: PodView) -> Decimal:
     return max(regular, init)
 
 
+# containerd's NRI device injector (containerd/nri plugins/device-injector): the same list shape
+# under its own keys; no published GPU workload uses it, so any GPU node there is denied.
+NRI_PREFIXES: Final = ("devices.noderesource.dev/", "devices.nri.io/")
+GPU_NODE: Final = re.compile(r"/dev/nvidia(\d+)")
+
+
+def _devices(value: str) -> list[str] | None:
+    """The device paths of an annotation's YAML list, normalised as the node resolves them
+    (`//`, `.`, `..`), or None when it does not parse as such a list (unknown: denied)."""
+    try:
+        items = yaml.safe_load(value)
+    except yaml.YAMLError:
+        return None
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        return None
+    out = []
+    for item in items:
+        path = item.get("path") if isinstance(item, dict) else None
+        if not isinstance(path, str):
+            return None
+        out.append(normalise(path))
+    return out
+
+
 def check(view: PodView, policy: Policy) -> list[Violation]:
     out: list[Violation] = []
     for key, value in view.annotations.items():
-        if not key.startswith(PREFIX):
+        gke = key.startswith(PREFIX_ROOT)
+        if not gke and not key.startswith(NRI_PREFIXES):
             continue
-        devices = sorted(set(_GPU_NODE.findall(value)), key=int)
-        held = requested(view)
+        paths = _devices(value)
+        path = f'{view.meta_path}.annotations["{key}"]'
+        if paths is None:
+            out.append(
+                Violation(
+                    rule=ID,
+                    path=path,
+                    detail="is not a YAML list of {path: /dev/...} entries, so which devices it injects is unknown",
+                    fix="write it as a list of `- path: /dev/...` entries, or remove it",
+                    value=repr(value[:60]),
+                )
+            )
+            continue
+        devices = sorted({m[1] for p in paths if (m := GPU_NODE.fullmatch(p))}, key=int)
+        if not devices:
+            continue
+        held = requested(view) if gke else Decimal(0)
         if len(devices) <= held:
             continue
         shown = ", ".join(f"/dev/nvidia{d}" for d in devices)
+        target = key.split("/", 1)[1]
         out.append(
             Violation(
                 rule=ID,
-                path=f'{view.meta_path}.annotations["{key}"]',
-                detail=f'gives container "{key[len(PREFIX) :]}" {shown} but'
-                f" the pod requests {held} "
-                f"{policy.resource_name}: GPUs around the device plugin",
+                path=path,
+                detail=f"gives {target} {shown} but the pod requests {held} {policy.resource_name}: GPUs around "
+                "the device plugin",
                 fix=f'list no more GPU devices than the pod requests with resources.limits["{policy.resource_name}"]',
                 value=shown,
             )
@@ -57,12 +109,17 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
 RULE: Rule = Rule(
     id=ID,
     check=check,
-    summary="A `devices.gke.io/container.<name>` annotation lists no more `/dev/nvidia<N>` device nodes than the "
-    "pod requests of the GPU resource.",
+    summary="A `devices.gke.io/...` annotation (any key: `container.<name>`, `pod`) lists no more `/dev/nvidia<N>` "
+    "device nodes (paths normalised, YAML parsed) than the pod requests of the GPU resource; containerd's NRI "
+    "device-injector keys (`devices.noderesource.dev/`, `devices.nri.io/`) list none; an unparsable list is denied.",
     why="GKE's NRI device injector gives the named container those device nodes whatever it requested; the TCPX "
     "samples use it for the GPUs the pod already holds, a pod without GPUs would take them from others.",
     reads=("metadata.annotations", "containers[*].resources"),
-    triggers=(Trigger(Where.ANNOTATION, "devices.gke.io/"),),
+    triggers=(
+        Trigger(Where.ANNOTATION, "devices.gke.io/"),
+        Trigger(Where.ANNOTATION, "devices.noderesource.dev/"),
+        Trigger(Where.ANNOTATION, "devices.nri.io/"),
+    ),
     example={
         "metadata": {
             "annotations": {"devices.gke.io/container.sidecar": "- path: /dev/nvidia0\n- path: /dev/nvidia1\n"}

@@ -62,6 +62,6 @@ RULE: Rule = Rule(
     "pods fight over them. The toolkit splits on commas and the first keyword decides (`0,all` is all; "
     "`ALL` is a device id).",
     reads=("containers[*].env",),
-    triggers=(Trigger(Where.CONTAINER_ENV, VISIBLE_DEVICES),),
+    triggers=(Trigger(Where.GRANTING_ENV, VISIBLE_DEVICES),),
     example={"spec": {"containers": [{"name": "t", "env": [{"name": VISIBLE_DEVICES, "value": "all"}]}]}},
 )

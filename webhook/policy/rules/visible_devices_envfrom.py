@@ -1,52 +1,75 @@
-"""visible-devices-envfrom (warn by default): envFrom in a GPU pod can carry NVIDIA_VISIBLE_DEVICES.
+"""visible-devices-envfrom: envFrom must not be able to set a device-granting variable where the
+node's environment carries the container's GPU.
 
-Restricted fields: spec.{initContainers,containers,ephemeralContainers}[*].envFrom in GPU pods
-Flagged: a container with envFrom and no explicit NVIDIA_VISIBLE_DEVICES entry, unless
-isolation gives it one (a container that requests no GPU, with isolation on). An explicit
-`env` entry wins over envFrom, which is why isolated containers are safe and why the fix is
-an explicit entry or a clean ConfigMap.
+Restricted fields: spec.{initContainers,containers,ephemeralContainers}[*].envFrom[*].prefix
+Flagged: an envFrom item of a container whose GPU comes through the node's environment (a
+device-plugin or companion resource, KAI's entry) whose prefix does not rule out a granting
+variable (NVIDIA_VISIBLE_DEVICES, NVIDIA_IMEX_CHANNELS, the MIG control variables) that the
+container does not set explicitly in `env`.
+
+Why deny, not look the ConfigMap up: the kubelet reads the ConfigMap or Secret when the container
+starts, and its owner can change it any time after admission; a look-up proves nothing. The
+kubelet merges envFrom first, then the device plugin's variables, then `env`, so a key there
+overrides the plugin's NVIDIA_VISIBLE_DEVICES and the container sees every GPU. A prefix that
+no granting name starts with (`APP_`), or the keys listed with `env[].valueFrom`, keeps the
+ConfigMap and rules that out. With integrations.kai on, the `<prefix>-<index>-evar` ConfigMap KAI's
+webhook gives a fraction container is trusted as its configMapKeyRef is. Containers isolation voids are not flagged: isolation appends its
+`void` entries after envFrom (webhook.policy.mutations.isolate_non_gpu).
 """
 
 from __future__ import annotations
 
-from ..containers import EnvSource
-from ..gpus import gpu_pod, isolated
-from ..nvidia import VISIBLE_DEVICES
+from ..containers import Container
+from ..gpus import kai_env_from, plugin_env_gpu
+from ..nvidia import prefix_reaches
 from ..objects import PodView
 from ..rule import GPU_POD, Rule
-from ..types import Mode, Policy, Violation
+from ..types import Policy, Violation
 
 ID = "visible-devices-envfrom"
 
 
-def _sources(env_from: tuple[EnvSource, ...]) -> str:
-    return ", ".join(f'{kind} "{name}"' for kind, name in env_from if kind) or "its sources"
+def reached(c: Container, prefix: str) -> tuple[str, ...]:
+    """The granting variables an envFrom item with `prefix` can still set in `c` (an explicit
+    `env` entry of the same name wins over envFrom)."""
+    return tuple(name for name in prefix_reaches(prefix) if name not in c.watched)
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
-    if not gpu_pod(view, policy):  # first: envFrom is walked (and shape-checked) only when read
-        return []
-    return [
-        c.violation(
-            ID,
-            "envFrom",
-            f"loads {_sources(c.env_from)}, which admission cannot see: a {VISIBLE_DEVICES} key there "
-            "would pick GPUs behind the device plugin's back",
-            f"make sure they hold no {VISIBLE_DEVICES} key (an explicit env entry wins over envFrom)",
-        )
-        for c in view.containers
-        if c.env_from and VISIBLE_DEVICES not in c.watched and not isolated(c, view, policy)
-    ]
+    out: list[Violation] = []
+    for c in view.containers:
+        if not c.raw_env_from or not plugin_env_gpu(c, view, policy):
+            continue
+        for i, (kind, name, prefix) in enumerate(c.env_from):
+            names = reached(c, prefix)
+            if not names or (kind == "ConfigMap" and kai_env_from(name, c, view, policy)):
+                continue
+            source = f'{kind} "{name}"' if kind else "its source"
+            how = f'prefix "{prefix}"' if prefix else "no prefix"
+            out.append(
+                c.violation(
+                    ID,
+                    f"envFrom[{i}]",
+                    f"loads {source} with {how}: a key there becomes {' or '.join(names)} and overrides the "
+                    "device plugin's devices (the owner can change it after admission)",
+                    f"give envFrom[{i}] a prefix no granting name starts with (e.g. APP_), or list the keys "
+                    "the container needs with env[].valueFrom",
+                    prefix,
+                )
+            )
+    return out
 
 
 RULE: Rule = Rule(
     id=ID,
     check=check,
-    summary="In GPU pods, a container with `envFrom` and no explicit `NVIDIA_VISIBLE_DEVICES` entry "
-    "(containers that isolation gives `void` are fine).",
-    why="A ConfigMap or Secret key named `NVIDIA_VISIBLE_DEVICES` reaches the container at run time, unseen "
-    "by admission; an explicit `env` entry wins over `envFrom`.",
-    reads=("containers[*].envFrom", "containers[*].env", "containers[*].resources", "nodeSelector", "affinity"),
+    summary="In a container whose GPU comes through the node's environment (device-plugin or companion "
+    "resource), every `envFrom` item has a `prefix` that rules out `NVIDIA_VISIBLE_DEVICES`, "
+    "`NVIDIA_IMEX_CHANNELS` and the MIG control variables (unless `env` sets them explicitly).",
+    why="The kubelet puts envFrom before the device plugin's variables but its keys are the ConfigMap owner's to "
+    "change after admission: a `NVIDIA_VISIBLE_DEVICES` key there overrides the plugin and the container sees "
+    "every GPU. Containers isolation voids are safe: its entry comes last.",
+    reads=("containers[*].envFrom", "containers[*].env", "containers[*].resources"),
     triggers=GPU_POD,
     example={
         "spec": {
@@ -59,5 +82,4 @@ RULE: Rule = Rule(
             ]
         }
     },
-    default_mode=Mode.WARN,
 )

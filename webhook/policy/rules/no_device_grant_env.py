@@ -1,0 +1,63 @@
+"""no-device-grant-env: nobody hands a container IMEX channels or MIG control by hand.
+
+Restricted fields: spec.{initContainers,containers,ephemeralContainers}[*].env[*]
+  where name is NVIDIA_IMEX_CHANNELS, NVIDIA_MIG_CONFIG_DEVICES or NVIDIA_MIG_MONITOR_DEVICES
+Allowed values: the exact literals that grant nothing on every toolkit ("", "void", "none").
+Never `valueFrom`.
+
+Why every container, GPU or not: the toolkit reads NVIDIA_IMEX_CHANNELS on its own, whatever
+NVIDIA_VISIBLE_DEVICES says (internal/config/image `CUDA.ImexChannelRequests`), and
+nvidia-container-cli then creates /dev/nvidia-caps-imex-channels/channelN on the host: a way into
+another job's NVLink memory domain. Kubernetes hands out IMEX channels through NVIDIA's DRA
+driver (a ComputeDomain claim, delivered by CDI), never through this variable. The MIG control
+variables give control of every MIG device of a GPU (the toolkit wants CAP_SYS_ADMIN for them).
+"""
+
+from __future__ import annotations
+
+from ..nvidia import IMEX_CHANNELS, MIG_CONFIG, MIG_MONITOR, grants_devices
+from ..objects import PodView
+from ..quantity import describe
+from ..rule import Rule, Trigger, Where
+from ..types import Policy, Violation
+
+ID = "no-device-grant-env"
+NAMES = (IMEX_CHANNELS, MIG_CONFIG, MIG_MONITOR)
+
+
+def check(view: PodView, policy: Policy) -> list[Violation]:
+    out: list[Violation] = []
+    for c in view.containers:
+        if not c.watched:
+            continue
+        for name in NAMES:
+            for entry in c.env(name):
+                if entry.value_from:
+                    detail = f"sets {name} through valueFrom, which admission cannot check"
+                    shown = "valueFrom"
+                elif grants_devices(entry.value):
+                    detail = f"sets {name}={describe(entry.value)}, which hands out devices no scheduler counted"
+                    shown = describe(entry.value)
+                else:
+                    continue
+                fix = (
+                    "remove the variable; IMEX channels come from a ComputeDomain claim of NVIDIA's DRA driver"
+                    if name == IMEX_CHANNELS
+                    else "remove the variable; MIG is configured by the GPU operator's MIG manager on the node"
+                )
+                out.append(c.violation(ID, f"{c.env_field}[{entry.index}]", detail, fix, shown))
+    return out
+
+
+RULE: Rule = Rule(
+    id=ID,
+    check=check,
+    summary="No container sets `NVIDIA_IMEX_CHANNELS`, `NVIDIA_MIG_CONFIG_DEVICES` or `NVIDIA_MIG_MONITOR_DEVICES` "
+    "to anything but exactly `void`, `none` or empty, nor through `valueFrom`.",
+    why="The toolkit reads `NVIDIA_IMEX_CHANNELS` whatever `NVIDIA_VISIBLE_DEVICES` says and creates the IMEX "
+    "channel devices on the host; the MIG variables give control of every MIG device. Kubernetes hands IMEX "
+    "channels out through DRA ComputeDomains.",
+    reads=("containers[*].env",),
+    triggers=tuple(Trigger(Where.GRANTING_ENV, name) for name in NAMES),
+    example={"spec": {"containers": [{"name": "t", "env": [{"name": IMEX_CHANNELS, "value": "0"}]}]}},
+)
