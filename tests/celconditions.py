@@ -54,5 +54,3 @@ def sent(programs: list[Any] | None, obj: dict[str, Any]) -> bool:
     for r in results:
         assert not isinstance(r, celpy.CELEvalError), f"CEL failed on a schema-valid pod: {r}"
     return all(bool(r) for r in results)
-
-

@@ -45,8 +45,10 @@ GRANTING = (VISIBLE, IMEX, "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVI
 ALLOCATED = "\x00allocated"  # the value the device plugin (or CDI) sets: the container's own devices
 
 # Go's unicode.IsSpace, which strings.TrimSpace uses: not Python's str.isspace (\x1c-\x1f).
-_GO_SPACE = frozenset("\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
-                      "\u2028\u2029\u202f\u205f\u3000")
+_GO_SPACE = frozenset(
+    "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000"
+)
 
 
 def go_trim_space(s: str) -> str:

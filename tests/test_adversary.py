@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import jsonpatch
 import pytest
@@ -37,13 +37,40 @@ CONFIG: dict[str, Any] = {"clusterVersion": "1.30"}
 POLICY = from_mapping(CONFIG, environ={}).policy
 NODE = Node()
 NAMES = st.sampled_from(
-    [VISIBLE, VISIBLE, "NVIDIA_IMEX_CHANNELS", "NVIDIA_MIG_CONFIG_DEVICES", "a,void,b", "X", "NVIDIA_DRIVER_CAPABILITIES"]
+    [
+        VISIBLE,
+        VISIBLE,
+        "NVIDIA_IMEX_CHANNELS",
+        "NVIDIA_MIG_CONFIG_DEVICES",
+        "a,void,b",
+        "X",
+        "NVIDIA_DRIVER_CAPABILITIES",
+    ]
 )
 PIECES = st.sampled_from(
-    ["all", "void", "none", "0", "GPU-1", ",", " ", "\x1c", "\x1f", "\t", "\xa0", "$(X)", "$(a,void,b)", "$$", "$(", ")"]
+    [
+        "all",
+        "void",
+        "none",
+        "0",
+        "GPU-1",
+        ",",
+        " ",
+        "\x1c",
+        "\x1f",
+        "\t",
+        "\xa0",
+        "$(X)",
+        "$(a,void,b)",
+        "$$",
+        "$(",
+        ")",
+    ]
 )
-VALUES = st.one_of(st.sampled_from(["void", "none", "", "all", "all,void", "none\x1f,all", "all,void\x1c"]),
-                   st.lists(PIECES, max_size=5).map("".join))
+VALUES = st.one_of(
+    st.sampled_from(["void", "none", "", "all", "all,void", "none\x1f,all", "all,void\x1c"]),
+    st.lists(PIECES, max_size=5).map("".join),
+)
 ENTRY = st.one_of(
     st.fixed_dictionaries({"name": NAMES, "value": VALUES}),
     st.fixed_dictionaries({"name": NAMES, "valueFrom": st.just({"configMapKeyRef": {"name": "cm", "key": "k"}})}),
@@ -81,8 +108,16 @@ def containers(draw: Any, name: str) -> dict[str, Any]:
     if draw(st.integers(0, 6)) == 0:
         c["securityContext"] = {"privileged": True}
     if draw(st.integers(0, 8)) == 0:
-        c["volumeMounts"] = [{"name": "v", "mountPath": draw(st.sampled_from(
-            ["/var/run/nvidia-container-devices/all", "/run//nvidia-container-devices/x", "/data"]))}]
+        c["volumeMounts"] = [
+            {
+                "name": "v",
+                "mountPath": draw(
+                    st.sampled_from(
+                        ["/var/run/nvidia-container-devices/all", "/run//nvidia-container-devices/x", "/data"]
+                    )
+                ),
+            }
+        ]
     return c
 
 
@@ -103,11 +138,25 @@ def pods(draw: Any) -> dict[str, Any]:
     if draw(st.integers(0, 8)) == 0:
         spec["volumes"] = [{"name": "v", "hostPath": {"path": draw(st.sampled_from(["/dev/null", "//dev/", "/data"]))}}]
     meta: dict[str, Any] = {"name": "attack", "namespace": "ml"}
-    annotation = draw(st.sampled_from([None, "devices.gke.io/container.c0", "devices.gke.io/pod",
-                                       "devices.noderesource.dev/container.c0", "cdi.k8s.io/gpu"]))
+    annotation = draw(
+        st.sampled_from(
+            [
+                None,
+                "devices.gke.io/container.c0",
+                "devices.gke.io/pod",
+                "devices.noderesource.dev/container.c0",
+                "cdi.k8s.io/gpu",
+            ]
+        )
+    )
     if annotation:
-        meta["annotations"] = {annotation: draw(st.sampled_from(
-            ["- path: /dev/nvidia0\n", "- path: /dev//nvidia1\n- path: /dev/nvidia2\n", "nvidia.com/gpu=all"]))}
+        meta["annotations"] = {
+            annotation: draw(
+                st.sampled_from(
+                    ["- path: /dev/nvidia0\n", "- path: /dev//nvidia1\n- path: /dev/nvidia2\n", "nvidia.com/gpu=all"]
+                )
+            )
+        }
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
@@ -115,7 +164,7 @@ class Conditions:
     """The default chart's compiled matchConditions by webhook name (rendered once; kept out of
     Hypothesis' arguments, whose reprs it would flood)."""
 
-    programs: dict[str, list[Any] | None] = {}
+    programs: ClassVar[dict[str, list[Any] | None]] = {}
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +174,9 @@ def conditions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any] 
     return Conditions.programs
 
 
-def admitted(pod: dict[str, Any], conditions: dict[str, list[Any] | None], policy: Any = POLICY) -> dict[str, Any] | None:
+def admitted(
+    pod: dict[str, Any], conditions: dict[str, list[Any] | None], policy: Any = POLICY
+) -> dict[str, Any] | None:
     """The pod as stored, or None when the default chart's webhooks refuse it."""
     out = copy.deepcopy(pod)
     try:
@@ -174,8 +225,10 @@ def _property(pod: dict[str, Any]) -> None:
 
 def test_zz_property_figures() -> None:
     """Prints the property's example count (run after it, by name)."""
-    print(f"FIGURE adversary property: {RUN['examples']:.0f} examples, {RUN['admitted']:.0f} admitted, "
-          f"{RUN['seconds']:.1f} s")
+    print(
+        f"FIGURE adversary property: {RUN['examples']:.0f} examples, {RUN['admitted']:.0f} admitted, "
+        f"{RUN['seconds']:.1f} s"
+    )
 
 
 # ---------------------------------------------------------------- the model's own parts, against the sources' tests
@@ -223,8 +276,10 @@ def test_kubelet_expansion(value: str, defined: dict[str, str], expanded: str) -
 
 def test_the_model_sees_what_the_issue_saw() -> None:
     """The model is no stand-in for the policy: unpoliced, the attacks of issue 32 reach GPUs."""
+
     def pod(c: dict[str, Any], **spec: Any) -> dict[str, Any]:
         return {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", **c}], **spec}}
+
     env = [{"name": "a,void,b", "value": "all"}, {"name": VISIBLE, "value": "$(a,void,b)"}]
     assert what_it_sees(pod({"env": env}))[0].beyond
     assert what_it_sees(pod({"env": [{"name": VISIBLE, "value": "all,void\x1c"}]}))[0].beyond
@@ -237,8 +292,12 @@ def test_the_model_sees_what_the_issue_saw() -> None:
 
 def test_the_property_runs_on_the_chart_conditions(conditions: Any) -> None:
     """A plain CPU pod isolation voided is not sent to the fail-closed validating webhook (issue 32 #13)."""
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "ml"},
-           "spec": {"containers": [{"name": "web", "image": "nginx"}]}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "web", "namespace": "ml"},
+        "spec": {"containers": [{"name": "web", "image": "nginx"}]},
+    }
     stored = admitted(pod, conditions)
     assert stored is not None and stored["spec"]["containers"][0]["env"] == [{"name": VISIBLE, "value": "void"}]
     assert not sent(conditions["pods.validate.gpu-policy.io"], stored)

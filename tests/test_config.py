@@ -15,7 +15,15 @@ def problems(data: object) -> list[str]:
 def test_defaults() -> None:
     s = from_mapping({}, environ={})
     assert s.policy.exempt_namespaces == frozenset(
-        {"kube-system", "kube-public", "kube-node-lease", "gpu-operator", "nvidia-device-plugin"}
+        {
+            "kube-system",
+            "kube-public",
+            "kube-node-lease",
+            "gpu-operator",
+            "nvidia-gpu-operator",
+            "nvidia-device-plugin",
+            "nvidia-dra-driver-gpu",
+        }
     )
     assert all(s.policy.mode(r.id) is r.default_mode for r in ALL_RULES)  # the registry's defaults
     assert s.policy.isolate_non_gpu is True and s.policy.custom_templates == {}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.helpers import container, pod, run, wrap
 
 ID = "gke-device-annotation"
@@ -31,8 +33,52 @@ def test_more_devices_than_gpus_or_none_at_all_is_denied() -> None:
 def test_control_nodes_alone_and_other_annotations_are_fine() -> None:
     assert run(annotated(pod(container("x")), "- path: /dev/nvidiactl\n- path: /dev/nvidia-uvm\n"), rule=ID) == []
     p = pod(container("x"))
-    p["metadata"]["annotations"] = {"devices.gke.io/other": "- path: /dev/nvidia0\n"}
+    p["metadata"]["annotations"] = {"team.example.com/devices": "- path: /dev/nvidia0\n"}
     assert run(p, rule=ID) == []
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "devices.gke.io/pod",
+        "devices.gke.io",
+        "devices.gke.io/other",
+        "devices.noderesource.dev/container.x",
+        "devices.nri.io/pod",
+        "devices.noderesource.dev",
+    ],
+)
+def test_every_injector_key_is_read(key: str) -> None:
+    """Issue 32 #6: the pod-wide and bare keys, and containerd's NRI device injector, are policed too."""
+    p = pod(container("x"))
+    p["metadata"]["annotations"] = {key: "- path: /dev/nvidia0\n"}
+    (v,) = run(p, rule=ID)
+    assert "/dev/nvidia0" in v.detail
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "- path: /dev//nvidia0\n",
+        "- path: /dev/./nvidia0\n",
+        '- {path: "/dev/nvidia0"}\n',
+        "- path: /dev/../dev/nvidia0\n",
+    ],
+)
+def test_paths_are_normalised_and_yaml_parsed(value: str) -> None:
+    (v,) = run(annotated(pod(container("x")), value), rule=ID)
+    assert v.value == "/dev/nvidia0"
+
+
+def test_unparsable_lists_fail_closed() -> None:
+    (v,) = run(annotated(pod(container("x")), "path: [/dev/nvidia0"), rule=ID)
+    assert "unknown" in v.detail
+
+
+def test_nri_injector_never_hands_out_gpus_even_to_gpu_pods() -> None:
+    p = pod(container("x", gpu=1))
+    p["metadata"]["annotations"] = {"devices.noderesource.dev/container.x": "- path: /dev/nvidia0\n"}
+    assert len(run(p, rule=ID)) == 1
 
 
 def test_templates_are_judged_too() -> None:

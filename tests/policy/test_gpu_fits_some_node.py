@@ -90,7 +90,7 @@ def test_required_affinity_terms_and_match_fields() -> None:
     assert "has 4 (gke-t4-pool-1" in run(pod(gpus(5), affinity=by_name), CLUSTER, ID)[0].detail
     assert run(pod(gpus(5), nodeName="gke-t4-pool-2"), CLUSTER, ID)[0].detail.endswith("has 4 (gke-t4-pool-2)")
     # A node the view has not seen yet (it just joined): no data, no warning.
-    assert run(pod(gpus(5), nodeName="gke-t4-pool-new"), CLUSTER) == run(pod(gpus(5), nodeName="gke-t4-pool-new"))
+    assert run(pod(gpus(5), nodeName="gke-t4-pool-new"), CLUSTER, ID) == []
 
 
 def test_a_gpu_pod_no_node_lets_on_is_told_what_exists() -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tests.helpers import POLICY, VOID, container, default_policy, mutated, pod, view, wrap
+import pytest
+
+from tests.helpers import POLICY, VOID, container, default_policy, mutate, mutated, pod, view, wrap
 from webhook.policy import engine
 
 P = POLICY
@@ -31,27 +33,57 @@ def test_gpu_containers_are_untouched() -> None:
     assert "env" not in out["spec"]["containers"][0]
 
 
-def test_containers_that_set_the_variable_are_left_alone() -> None:
-    for value in ("void", "none", "", "all", "0"):
+def test_containers_whose_last_entry_grants_nothing_exactly_are_left_alone() -> None:
+    for value in ("void", "none", ""):
         ops, _ = mutated(pod(container(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": value}])))
         assert ops == [], value
-    by_ref = [{"name": "NVIDIA_VISIBLE_DEVICES", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}]
-    assert mutated(pod(container(env=by_ref)))[0] == []
 
 
-def test_hand_set_all_is_not_rewritten_but_denied() -> None:
-    obj = pod(container("c", env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]))
+@pytest.mark.parametrize("value", ["all", "0", " void", "all,void", "void\x1c", "$(X)", "none,all"])
+def test_anything_else_gets_void_appended_last(value: str) -> None:
+    """Issue 32 #1/#2: only the exact literals grant nothing on every toolkit; the appended void is
+    the entry the kubelet keeps, whatever the earlier one expands to."""
+    obj = pod(container("c", env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": value}]))
     ops, out = mutated(obj)
-    assert ops == [] and out == obj
+    assert ops == [{"op": "add", "path": "/spec/containers/0/env/-", "value": VOID}]
+    assert out["spec"]["containers"][0]["env"][-1] == VOID
+    by_ref = [{"name": "NVIDIA_VISIBLE_DEVICES", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}]
+    assert mutated(pod(container(env=by_ref)))[0] == [{"op": "add", "path": "/spec/containers/0/env/-", "value": VOID}]
+
+
+def test_hand_set_all_is_voided_and_still_denied() -> None:
+    obj = pod(container("c", env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]))
+    _ops, out = mutated(obj)
     found = engine.find_violations(out, "", "Pod", P)
     assert found is not None and [v.rule for v in found] == ["no-visible-devices-env"]
 
 
-def test_dra_claims_and_unparsable_requests_are_skipped() -> None:
+def test_dra_claim_holders_are_voided_and_unparsable_requests_skipped() -> None:
+    """Issue 32 #5: a DRA driver's devices come through CDI, whose edits replace the variable after
+    the pod's env; void only keeps the image's `all` from the legacy hook."""
     dra = container("d")
     dra["resources"] = {"claims": [{"name": "gpu"}]}
-    assert mutated(pod(dra))[0] == []
+    assert mutated(pod(dra))[0] == [{"op": "add", "path": "/spec/containers/0/env", "value": [VOID]}]
     assert mutated(pod(container(gpu="lots")))[0] == []
+
+
+def test_envfrom_in_a_voided_container_gets_imex_void_too() -> None:
+    c = container("c")
+    c["envFrom"] = [{"configMapRef": {"name": "cm"}}]
+    ops, out = mutated(pod(c))
+    assert out["spec"]["containers"][0]["env"] == [{"name": "NVIDIA_IMEX_CHANNELS", "value": "void"}, VOID]
+    c["envFrom"] = [{"configMapRef": {"name": "cm"}, "prefix": "APP_"}]
+    assert mutated(pod(c))[1]["spec"]["containers"][0]["env"] == [VOID]
+    del ops
+
+
+def test_unknown_gpu_like_resources_are_voided_with_a_warning() -> None:
+    """Issue 32 #11: never silently: the owner hears why a container lost its card."""
+    _ops, warnings, out = mutate(pod(container("v", resources={"limits": {"example.com/vgpu": 1}})), P)
+    assert out["spec"]["containers"][0]["env"] == [VOID]
+    assert len(warnings) == 1 and "example.com/vgpu" in warnings[0] and "gpuDeviceResources" in warnings[0]
+    for known in ("volcano.sh/vgpu-number", "aliyun.com/gpu-mem", "nvidia.com/t4-shared"):
+        assert mutated(pod(container("v", resources={"limits": {known: 1}})))[0] == [], known
 
 
 def test_opt_out_annotation_does_not_disable_isolation() -> None:

@@ -42,9 +42,9 @@ def _unknown_gpu_like(c: Container, policy: Policy) -> str:
     for side in (c.limits, c.requests):
         for name in side or ():
             lowered = name.lower()
-            if "/" in name and any(w in lowered for w in _GPU_WORDS):
-                if not is_device(name, policy) and not is_companion(name, policy):
-                    return name
+            gpu_like = "/" in name and any(w in lowered for w in _GPU_WORDS)
+            if gpu_like and not is_device(name, policy) and not is_companion(name, policy):
+                return name
     return ""
 
 

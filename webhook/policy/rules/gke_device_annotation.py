@@ -43,6 +43,7 @@ def requested(view: PodView) -> Decimal:
 # containerd's NRI device injector (containerd/nri plugins/device-injector): the same list shape
 # under its own keys; no published GPU workload uses it, so any GPU node there is denied.
 NRI_PREFIXES: Final = ("devices.noderesource.dev/", "devices.nri.io/")
+BARE_NRI: Final = frozenset(p[:-1] for p in NRI_PREFIXES)
 GPU_NODE: Final = re.compile(r"/dev/nvidia(\d+)")
 
 
@@ -69,8 +70,8 @@ def _devices(value: str) -> list[str] | None:
 def check(view: PodView, policy: Policy) -> list[Violation]:
     out: list[Violation] = []
     for key, value in view.annotations.items():
-        gke = key.startswith(PREFIX_ROOT)
-        if not gke and not key.startswith(NRI_PREFIXES):
+        gke = key == PREFIX_ROOT[:-1] or key.startswith(PREFIX_ROOT)
+        if not gke and not (key in BARE_NRI or key.startswith(NRI_PREFIXES)):
             continue
         paths = _devices(value)
         path = f'{view.meta_path}.annotations["{key}"]'
@@ -92,7 +93,12 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
         if len(devices) <= held:
             continue
         shown = ", ".join(f"/dev/nvidia{d}" for d in devices)
-        target = key.split("/", 1)[1]
+        rest = key.partition("/")[2]
+        target = (
+            f'container "{rest[len("container.") :]}"'
+            if rest.startswith("container.")
+            else "every container of the pod"
+        )
         out.append(
             Violation(
                 rule=ID,
@@ -109,16 +115,17 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
 RULE: Rule = Rule(
     id=ID,
     check=check,
-    summary="A `devices.gke.io/...` annotation (any key: `container.<name>`, `pod`) lists no more `/dev/nvidia<N>` "
-    "device nodes (paths normalised, YAML parsed) than the pod requests of the GPU resource; containerd's NRI "
-    "device-injector keys (`devices.noderesource.dev/`, `devices.nri.io/`) list none; an unparsable list is denied.",
+    summary="A `devices.gke.io` annotation (any key: `container.<name>`, `pod`, the bare key) lists no more "
+    "`/dev/nvidia<N>` device nodes (paths normalised, YAML parsed) than the pod requests of the GPU resource; "
+    "containerd's NRI device-injector keys (`devices.noderesource.dev/`, `devices.nri.io/`) list none; an "
+    "unparsable list is denied.",
     why="GKE's NRI device injector gives the named container those device nodes whatever it requested; the TCPX "
     "samples use it for the GPUs the pod already holds, a pod without GPUs would take them from others.",
     reads=("metadata.annotations", "containers[*].resources"),
     triggers=(
-        Trigger(Where.ANNOTATION, "devices.gke.io/"),
-        Trigger(Where.ANNOTATION, "devices.noderesource.dev/"),
-        Trigger(Where.ANNOTATION, "devices.nri.io/"),
+        Trigger(Where.ANNOTATION, "devices.gke.io"),
+        Trigger(Where.ANNOTATION, "devices.noderesource.dev"),
+        Trigger(Where.ANNOTATION, "devices.nri.io"),
     ),
     example={
         "metadata": {

@@ -12,8 +12,9 @@ starts, and its owner can change it any time after admission; a look-up proves n
 kubelet merges envFrom first, then the device plugin's variables, then `env`, so a key there
 overrides the plugin's NVIDIA_VISIBLE_DEVICES and the container sees every GPU. A prefix that
 no granting name starts with (`APP_`), or the keys listed with `env[].valueFrom`, keeps the
-ConfigMap and rules that out. With integrations.kai on, the `<prefix>-<index>-evar` ConfigMap KAI's
-webhook gives a fraction container is trusted as its configMapKeyRef is. Containers isolation voids are not flagged: isolation appends its
+ConfigMap and rules that out. With integrations.kai on, the `<prefix>-<index>-evar` ConfigMap
+KAI's webhook gives a fraction container is trusted as its configMapKeyRef is. Containers
+isolation voids are not flagged: isolation appends its
 `void` entries after envFrom (webhook.policy.mutations.isolate_non_gpu).
 """
 
