@@ -37,7 +37,9 @@ def _container(name: str, *, env: int, gpu: str | None = None, **extra: Any) -> 
             {"name": "metrics", "containerPort": 9090, "protocol": "TCP"},
         ],
         "env": _env(env, name.upper().replace("-", "_")),
-        "envFrom": [{"configMapRef": {"name": f"{name}-config"}}],
+        # A GPU container's envFrom carries a prefix: unprefixed, a key there could override the
+        # device plugin's NVIDIA_VISIBLE_DEVICES (visible-devices-envfrom denies it).
+        "envFrom": [{"configMapRef": {"name": f"{name}-config"}, **({"prefix": "APP_"} if gpu is not None else {})}],
         "resources": {"limits": limits, "requests": requests},
         "volumeMounts": [
             {"name": "config", "mountPath": "/etc/app", "readOnly": True},

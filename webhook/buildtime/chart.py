@@ -88,6 +88,12 @@ def clause(trigger: Any) -> Clause:
         )
     if where is Where.HOSTPATH_VOLUME:
         return Clause("(has(object.spec.volumes) && object.spec.volumes.exists(v, has(v.hostPath)))", False, "")
+    if where is Where.PRIVILEGED:
+        return Clause(
+            "(has(c.securityContext) && has(c.securityContext.privileged) && c.securityContext.privileged)", True, ""
+        )
+    if where is Where.HOST_PID:
+        return Clause("(has(object.spec.hostPID) && object.spec.hostPID)", False, "")
     if where is Where.ANNOTATION:
         return Clause(
             "(has(object.metadata.annotations) && object.metadata.annotations.exists(k, k.contains('%s')))",

@@ -28,6 +28,8 @@ DEFAULTS: dict[str, Any] = {
         # NVIDIA_VISIBLE_DEVICES, so isolation must leave them alone.
         "volcano.sh/vgpu-number",
         "aliyun.com/gpu-count",
+        # NVIDIA's sandbox device plugin (Kata GPU pass-through, P_GPU_ALIAS=pgpu)
+        "nvidia.com/pgpu",
     ],
     "gpuSharedResources": ["nvidia.com/*.shared", "nvidia.com/*-shared"],
     "gpuCompanionResources": [
@@ -74,6 +76,7 @@ DEFAULTS: dict[str, Any] = {
     # hand out IMEX channels, not GPUs).
     "gpuDeviceClasses": ["gpu.nvidia.com", "mig.nvidia.com"],
     "gpuNamespaces": [],
+    "draAdminAccessNamespaces": [],
     "gpuNamespaceSelector": None,
     "gpuMaxPerPod": 8,
     # The kinds that isolate (whole cards, MIG slices, DRA claims); the sharing kinds, which share a
@@ -162,6 +165,8 @@ COMMENTS: dict[str, str] = {
     "gpuRuntimeClasses": "runtime classes that give a pod every GPU (the GPU operator's management classes)",
     "gpuDeviceClasses": "DRA DeviceClasses that are GPUs: with the cluster view, claims of other classes are not",
     "gpuInstanceTypes": "prefixes of node.kubernetes.io/instance-type values of GPU machines (nodeSelector)",
+    "draAdminAccessNamespaces": "dra-admin-access: namespaces whose DRA claims may ask for adminAccess (devices in "
+    "use by other pods); elsewhere such a claim is flagged",
     "gpuNamespaces": "gpu-namespace-allowed: namespaces that may run GPU pods, by name",
     "gpuNamespaceSelector": "gpu-namespace-allowed: {matchLabels: {...}, matchExpressions: [...]} of namespaces "
     "that may run GPU pods (labels from the cluster view; unknown namespaces fail closed)",

@@ -260,6 +260,9 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
     )
     runtime_classes = checks.string_list(problems, "gpuRuntimeClasses", c["gpuRuntimeClasses"])
     instance_types = checks.string_list(problems, "gpuInstanceTypes", c["gpuInstanceTypes"])
+    admin_namespaces = checks.names_matching(
+        problems, "draAdminAccessNamespaces", c["draAdminAccessNamespaces"], checks.NAMESPACE_NAME, "a namespace name"
+    )
     device_classes = checks.names_matching(
         problems, "gpuDeviceClasses", c["gpuDeviceClasses"], checks.SUBDOMAIN, "a DeviceClass name"
     )
@@ -393,6 +396,7 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
         gpu_namespace_labels=ns_labels,
         gpu_namespace_expressions=ns_expressions,
         gpu_kinds_allowed=kinds_allowed,
+        dra_admin_namespaces=frozenset(admin_namespaces),
         cluster=None,
     )
     return Settings(

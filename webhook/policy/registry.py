@@ -9,6 +9,7 @@ from .mutations import accelerator_node_selector, isolate_non_gpu, ld_library_pa
 from .objects import PodView
 from .rule import Mutation, ObjectRule, Rule
 from .rules import (
+    dra_admin_access,
     driver_capabilities_non_gpu,
     driver_hostpath_non_gpu,
     gke_device_annotation,
@@ -35,6 +36,7 @@ from .rules import (
     no_host_namespaces_gpu,
     no_privileged_gpu,
     no_visible_devices_env,
+    node_wide_access,
     visible_devices_envfrom,
 )
 from .types import Policy, Violation
@@ -65,11 +67,13 @@ RULES: tuple[Rule, ...] = (
     gpu_kinds_allowed.RULE,
     gpu_node_name_advertised.RULE,
     no_device_grant_env.RULE,
+    node_wide_access.RULE,
 )
 
 OBJECT_RULES: tuple[ObjectRule, ...] = (
     gpu_limitrange.RULE,
     gpu_quota_advice.RULE,
+    dra_admin_access.RULE,
 )
 
 MUTATIONS: tuple[Mutation, ...] = (
@@ -134,4 +138,6 @@ def check_pod(view: PodView, policy: Policy, on: list[bool]) -> list[Violation]:
         out.extend(gpu_node_name_advertised.check(view, policy))
     if on[24]:
         out.extend(no_device_grant_env.check(view, policy))
+    if on[25]:
+        out.extend(node_wide_access.check(view, policy))
     return out

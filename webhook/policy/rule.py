@@ -40,6 +40,8 @@ class Where(StrEnum):
     NODE_LABEL = "node label"  # a nodeSelector key, or any required node affinity
     HOSTPATH_VOLUME = "hostPath volume"  # any volume with hostPath
     ANNOTATION = "annotation"  # a substring of a pod (template) annotation key
+    PRIVILEGED = "privileged container"  # any container with securityContext.privileged true
+    HOST_PID = "host PID"  # spec.hostPID true
 
 
 @dataclass(frozen=True, slots=True)

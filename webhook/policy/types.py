@@ -183,6 +183,8 @@ class Policy:
     # gpu-kinds-allowed: the GPU kinds a pod may use where its namespace does not say otherwise
     # (patterns: whole, shared, time-sliced, mig:<profile glob>, dra:<device class glob>).
     gpu_kinds_allowed: tuple[str, ...]
+    # dra-admin-access: namespaces where DRA claims may ask for adminAccess (empty: none listed).
+    dra_admin_namespaces: frozenset[str]
     # The live cluster (webhook.cluster.view), or None: not watched, or not synced yet. The
     # pre-flight rules say nothing without it; never deny on missing data.
     cluster: ClusterView | None
