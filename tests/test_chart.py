@@ -291,7 +291,7 @@ def test_custom_resource_webhook_rules_are_opt_in(tmp_path: Path) -> None:
         hook = find(docs, "ValidatingWebhookConfiguration")["webhooks"][1]
         return [g for r in hook["rules"] for g in r["apiGroups"]]
 
-    assert workload_groups({}) == ["", "apps", "batch"]
+    assert workload_groups({}) == ["", "apps", "batch", "resource.k8s.io"]  # DRA claims: dra-admin-access
     groups = workload_groups(
         {
             "webhook": {
@@ -307,7 +307,7 @@ def test_custom_resource_webhook_rules_are_opt_in(tmp_path: Path) -> None:
             }
         }
     )
-    assert groups == ["", "apps", "batch", "kubeflow.org", "jobset.x-k8s.io", "train.example.com"]
+    assert groups == ["", "apps", "batch", "resource.k8s.io", "kubeflow.org", "jobset.x-k8s.io", "train.example.com"]
 
 
 def test_mutating_match_conditions_only_without_isolation(tmp_path: Path) -> None:

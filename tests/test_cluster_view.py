@@ -331,8 +331,10 @@ def test_the_issue_table_through_the_server(kube: KubeApi, tmp_path: Path) -> No
 
 
 def test_dra_claims_resolved_to_classes_decide_isolation(kube: KubeApi, tmp_path: Path) -> None:
-    """A claim of a NIC class is not a GPU: the container is isolated. A GPU class claim, or one
-    the view has not seen, keeps its GPU (never voided)."""
+    """Every claim holder is voided, whatever its class and whether the view has seen it (issue 32
+    #5: DRA delivers devices through CDI, whose edits replace the variable). The view still decides
+    which pods are GPU pods: privilege next to a NIC claim is not judged as privilege in a GPU pod,
+    next to a GPU claim (or one not seen yet) it is."""
     kube.put(
         *node_table(),
         {
@@ -368,9 +370,22 @@ def test_dra_claims_resolved_to_classes_decide_isolation(kube: KubeApi, tmp_path
 
     try:
         wait_for(lambda: synced(server), why="the view synced")
-        wait_for(lambda: voided(claim_pod("rdma-nic")), why="claim templates seen")
-        assert not voided(claim_pod("single-gpu"))
-        assert not voided(claim_pod("not-created-yet"))  # unknown: conservative
+        for template in ("rdma-nic", "single-gpu", "not-created-yet"):
+            assert voided(claim_pod(template)), template
+
+        def privileged_denied(template: str) -> bool:
+            obj = claim_pod(template)
+            obj["spec"]["containers"].append({**container("side"), "securityContext": {"privileged": True}})
+            client = server.client()
+            try:
+                answer = client.validate(obj)
+            finally:
+                client.close()
+            return "no-privileged-gpu" in answer.get("status", {}).get("message", "")
+
+        wait_for(lambda: not privileged_denied("rdma-nic"), why="claim templates seen")
+        assert privileged_denied("single-gpu")
+        assert privileged_denied("not-created-yet")  # unknown: conservative
     finally:
         server.stop()
 

@@ -193,12 +193,13 @@ def mutate(req: Request, policy: Policy) -> Outcome:
         return SKIP_NOT_MUTATED
     try:
         pod = engine.pod_view(req.object, policy, req.namespace)
+        # Mutations shape-check the fields they read on first use (envFrom), as rules do.
+        if ephemeral:
+            changes = engine.mutate_new_ephemeral(pod, policy, _ephemeral_names(req.old_object))
+        else:
+            changes = engine.mutate(pod, policy)
     except ShapeError as exc:
         return _malformed(req, exc)
-    if ephemeral:
-        changes = engine.mutate_new_ephemeral(pod, policy, _ephemeral_names(req.old_object))
-    else:
-        changes = engine.mutate(pod, policy)
     decision = Decision.PATCHED if changes.ops else Decision.ALLOWED
     return Outcome(decision, ops=changes.ops, warnings=changes.warnings)
 

@@ -57,8 +57,8 @@ def check(obj: dict[str, Any], policy: Policy) -> list[Violation]:
                     Violation(
                         rule=ID,
                         path=f"{base}[{i}].{where}",
-                        detail="is true: the claim is given devices in use by other pods (GPUs of other jobs "
-                        "included), which the namespace label alone permits",
+                        detail="is true: the claim is given devices in use by other pods, GPUs of other jobs "
+                        "included, which the namespace label alone permits",
                         fix="remove adminAccess, or ask the platform to list the namespace in "
                         "draAdminAccessNamespaces for its monitoring agents",
                         value="true",

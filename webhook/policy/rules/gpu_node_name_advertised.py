@@ -80,8 +80,8 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
                 c.resource_path(side, name),
                 f"is requested by a pod bound with spec.nodeName, and {why}: the kubelet drops a resource its "
                 "node lacks and the container would run with its image's GPUs",
-                "remove spec.nodeName and let the scheduler place the pod (a nodeSelector on "
-                "kubernetes.io/hostname pins it just as well), or bind it to a node that advertises the resource",
+                "remove spec.nodeName and let the scheduler place the pod, pinned by a nodeSelector on "
+                "kubernetes.io/hostname if need be; or bind it to a node that advertises the resource",
                 name,
             )
         )

@@ -1,7 +1,8 @@
 """node-wide-access (warn by default): a pod that asks for no GPU but reaches every GPU of its node.
 
 Looked at: pods (templates) that are no GPU pods (the GPU rules judge those: no-privileged-gpu,
-no-host-namespaces-gpu, no-gpu-device-hostpath).
+no-host-namespaces-gpu, no-gpu-device-hostpath) and no GPU node agents (gpu-node-agent tells them
+the exemption to ask for).
 Flagged: a privileged container of any kind (a `kubectl debug --profile=sysadmin` ephemeral one
 included), hostPID, and a hostPath that is, lies under or contains the container runtime's state
 (`/run/containerd`, `/run/crio`, `/run/docker.sock`, `/run/docker`, `/run/k3s/containerd`,
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from ..gpus import gpu_pod
+from ..gpus import gpu_pod, node_agent
 from ..objects import PodView
 from ..rule import Rule, Trigger, Where
 from ..types import Mode, Policy, Violation
@@ -36,7 +37,7 @@ RUNTIME_STATE: Final = (
     "/var/lib/containerd",
     "/var/lib/docker",
 )
-FIX = "drop it (enforce Pod Security Admission baseline on this namespace), or run node agents in an exempt namespace"
+FIX = "drop it and enforce Pod Security Admission baseline on this namespace; node agents run in an exempt namespace"
 
 
 def _reaches(path: str) -> str | None:
@@ -52,8 +53,8 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     privileged = [c for c in view.containers if c.privileged]
     if not privileged and not view.host_pid and not view.raw_volumes:
         return out
-    if gpu_pod(view, policy):
-        return out
+    if gpu_pod(view, policy) or node_agent(view, policy):
+        return out  # GPU pods: the GPU rules; GPU node agents: gpu-node-agent, with its exemption
     for c in privileged:
         out.append(
             c.violation(

@@ -53,8 +53,8 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
                     f"envFrom[{i}]",
                     f"loads {source} with {how}: a key there becomes {' or '.join(names)} and overrides the "
                     "device plugin's devices (the owner can change it after admission)",
-                    f"give envFrom[{i}] a prefix no granting name starts with (e.g. APP_), or list the keys "
-                    "the container needs with env[].valueFrom",
+                    f"give envFrom[{i}] a prefix that no granting name starts with, such as APP_, or list the "
+                    "keys the container needs with env[].valueFrom",
                     prefix,
                 )
             )
