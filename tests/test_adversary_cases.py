@@ -20,7 +20,7 @@ import yaml
 
 from tests.chart import render
 from tests.helpers import Server
-from tests.test_gpu_world import VOID, Case, cli, rule_ids, voided
+from tests.test_gpu_world import VOID, Case, cli, rule_ids, through_the_cli, voided
 
 CONFIG: dict[str, Any] = {"clusterVersion": "1.30"}
 CUDA = "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"
@@ -193,6 +193,21 @@ CASES = [
         pod(c(resources=GPU1, env=[{"name": "NVIDIA_MIG_CONFIG_DEVICES", "value": "all"}])),
         denied=["no-device-grant-env"],
     ),
+    # 8. pods without a GPU request that reach every GPU of their node: warned, naming the risk
+    Case(
+        "8: kubectl debug --profile=sysadmin on a CPU pod",
+        pod(c("web", image="nginx:1.27"), ephemeralContainers=[c("debugger", securityContext={"privileged": True})]),
+        warned=["node-wide-access"],
+        voided=["web"],
+        says=["every GPU"],
+    ),
+    Case(
+        "8: the container runtime's socket",
+        pod(c(), volumes=[{"name": "sock", "hostPath": {"path": "/run/containerd/containerd.sock"}}]),
+        warned=["node-wide-access"],
+        voided=["app"],
+    ),
+    Case("8: hostPID", pod(c(image="ubuntu:24.04"), hostPID=True), warned=["node-wide-access"], voided=["app"]),
     # 11. sharing plugins the model now knows, and one it does not
     Case("11: Volcano vGPU (legitimate)", VOLCANO),
     Case(
@@ -238,23 +253,8 @@ def test_through_the_server(case: Case, server: Server) -> None:
 
 
 def test_through_the_cli(tmp_path: Path) -> None:
-    config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump(CONFIG))
-    manifests = tmp_path / "in.yaml"
-    manifests.write_text(yaml.safe_dump_all([case.obj for case in CASES]))
-    r = cli("mutate", "-f", str(manifests), "--config", str(config), "-o", "json")
-    assert r.returncode == 0, r.stderr
-    out = json.loads(r.stdout)
-    patched = out if isinstance(out, list) else [out]
-    for case, after in zip(CASES, patched, strict=True):
-        assert voided(case.obj, after) == case.voided, case.name
-    mutated = tmp_path / "mutated.yaml"
-    mutated.write_text(yaml.safe_dump_all(patched))
-    r = cli("check", "-f", str(mutated), "--config", str(config), "-o", "json")
-    report = json.loads(r.stdout)
-    assert r.returncode == 1, r.stdout + r.stderr
-    for case, result in zip(CASES, report["results"], strict=True):
-        assert sorted({v["rule"] for v in result["violations"]}) == sorted(case.denied), case.name
+    # The texts of `says` include mutation warnings, which `check` does not print.
+    through_the_cli(CASES, CONFIG, tmp_path, says=False)
 
 
 def test_voided_container_with_envfrom_gets_imex_void(server: Server) -> None:
@@ -264,6 +264,37 @@ def test_voided_container_with_envfrom_gets_imex_void(server: Server) -> None:
     finally:
         client.close()
     assert after["spec"]["containers"][0]["env"] == [{"name": "NVIDIA_IMEX_CHANNELS", "value": "void"}, VOID]
+
+
+ADMIN_CLAIM = yaml.safe_load(
+    """
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: gpu-monitor, namespace: team-a}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.nvidia.com, adminAccess: true, allocationMode: All}
+"""
+)
+
+
+def test_admin_access_claims_are_flagged_through_the_server_and_check(server: Server, tmp_path: Path) -> None:
+    """Issue 32 #10: a claim with adminAccess (the DRA drivers' monitoring examples) is flagged where it is made."""
+    client = server.client()
+    try:
+        answer = client.validate(ADMIN_CLAIM)
+    finally:
+        client.close()
+    assert answer["allowed"] is True
+    assert rule_ids(answer.get("warnings", []), "would violate GPU policy: ") == ["dra-admin-access"]
+    path = tmp_path / "claim.yaml"
+    path.write_text(yaml.safe_dump(ADMIN_CLAIM))
+    r = cli("check", "-f", str(path), "-o", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    (result,) = json.loads(r.stdout)["results"]
+    assert rule_ids(result["warnings"], "would violate GPU policy: ") == ["dra-admin-access"]
 
 
 def test_chart_refuses_the_default_namespace(tmp_path: Path) -> None:

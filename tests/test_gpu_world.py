@@ -385,12 +385,11 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("config_name", list(CONFIGS))
-def test_through_the_cli(config_name: str, tmp_path: Path) -> None:
-    """`gpu-policy mutate` then `gpu-policy check` over the cases of one config, in one file each."""
-    cases = [c for c in CASES if c.config == config_name]
+def through_the_cli(cases: list[Case], config_values: dict[str, Any], tmp_path: Path, says: bool = True) -> None:
+    """`gpu-policy mutate` then `gpu-policy check` over `cases` in one file, as CI would: the same
+    voided containers, denials and warnings as through the server (`says`: the validation texts)."""
     config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump(CONFIGS[config_name]))
+    config.write_text(yaml.safe_dump(config_values))
     manifests = tmp_path / "in.yaml"
     manifests.write_text(yaml.safe_dump_all([c.obj for c in cases]))
     r = cli("mutate", "-f", str(manifests), "--config", str(config), "-o", "json")
@@ -408,8 +407,14 @@ def test_through_the_cli(config_name: str, tmp_path: Path) -> None:
         assert sorted({v["rule"] for v in result["violations"]}) == sorted(case.denied), case.name
         assert rule_ids(result["warnings"], "would violate GPU policy: ") == sorted(case.warned), case.name
         shown = (result["message"] or "") + " ".join(result["warnings"])
-        for text in case.says:
+        for text in case.says if says else ():
             assert text in shown, (case.name, text)
+
+
+@pytest.mark.parametrize("config_name", list(CONFIGS))
+def test_through_the_cli(config_name: str, tmp_path: Path) -> None:
+    """`gpu-policy mutate` then `gpu-policy check` over the cases of one config, in one file each."""
+    through_the_cli([c for c in CASES if c.config == config_name], CONFIGS[config_name], tmp_path)
 
 
 def kai_flows() -> Iterator[tuple[str, list[str]]]:
