@@ -295,6 +295,18 @@ def test_new_ephemeral_containers_are_isolated(api: ApiServer) -> None:
     assert api.validate(patched, operation="UPDATE", old=running, sub_resource="ephemeralcontainers")["allowed"]
 
 
+def test_a_malformed_old_object_on_the_subresource_is_no_500(api: ApiServer, server: Server) -> None:
+    """Issue 33: oldObject.spec.ephemeralContainers as a number once made a traceback and a 500."""
+    debugged = pod(container("train", gpu="1"), ephemeralContainers=[container("debugger", image="busybox")])
+    since = len(server.log_problems())
+    for junk in (7, "x", {"a": 1}, None):
+        old = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"ephemeralContainers": junk}}
+        response, patched = api.mutate(debugged, operation="UPDATE", old=old, sub_resource="ephemeralcontainers")
+        assert response["allowed"] is True
+        assert patched["spec"]["ephemeralContainers"][0]["env"] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]
+    assert server.log_problems()[since:] == []
+
+
 def test_sigterm_drains_before_closing(start_server) -> None:
     import signal
     import time

@@ -175,9 +175,13 @@ def validate(req: Request, policy: Policy) -> Outcome:
 
 
 def _ephemeral_names(old: Any) -> set[str]:
+    """The ephemeral containers the old pod already had. A malformed oldObject names none: every
+    ephemeral container is then judged as new (the conservative answer), never a 500."""
     spec = old.get("spec") if isinstance(old, Mapping) else None
     items = spec.get("ephemeralContainers") if isinstance(spec, Mapping) else None
-    return {c["name"] for c in items or () if isinstance(c, Mapping) and isinstance(c.get("name"), str)}
+    if not isinstance(items, list):
+        return set()
+    return {c["name"] for c in items if isinstance(c, Mapping) and isinstance(c.get("name"), str)}
 
 
 def mutate(req: Request, policy: Policy) -> Outcome:
