@@ -32,7 +32,7 @@ from tests.nodemodel import VISIBLE, Node, expand, go_trim_space, toolkit_curren
 from webhook.config import from_mapping
 from webhook.policy import ShapeError, engine, gpus
 
-EXAMPLES = 1000
+EXAMPLES = 600
 CONFIG: dict[str, Any] = {"clusterVersion": "1.30"}
 POLICY = from_mapping(CONFIG, environ={}).policy
 NODE = Node()

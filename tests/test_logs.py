@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from tests.helpers import Server, container, pod
 
 
@@ -63,3 +65,31 @@ def test_a_pod_not_named_yet_is_logged_by_its_generate_name(start_server: Callab
         client.close()
     time.sleep(0.2)
     assert "validate CREATE Pod ml/train-7d9f8b6c4-…: denied" in server.log.read_text()
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_values_from_the_request_are_bounded_and_cannot_forge_lines(
+    fmt: str, start_server: Callable[..., Server]
+) -> None:
+    """Issue 33: a 1 MiB uid is one bounded line, and a newline in request.name forges no text-format line.
+    Bound: the review's line under 4 KiB (values cut at 256 characters), every line a record of its own."""
+    server = start_server({"clusterVersion": "1.30"}, env={"GPU_POLICY_LOG_FORMAT": fmt})
+    client = server.client()
+    forged = "x\n2026-12-01 00:00:00,000 ERROR gpu-policy: forged"
+    try:
+        review = client.build(pod(container("t", gpu=1, privileged=True), name="p"))
+        review["request"]["uid"] = "u" * (1 << 20)
+        review["request"]["name"] = forged
+        raw = client.post("/validate", json.dumps(review).encode())
+        assert raw.status == 200
+    finally:
+        client.close()
+    time.sleep(0.2)
+    text = server.log.read_text()
+    longest = max(len(line) for line in text.splitlines() if "gpu-policy.review" in line)
+    print(f"FIGURE {fmt} log: longest line after a 1 MiB uid {longest} chars")
+    assert longest < 4096
+    assert "forged" in text and not any(line.startswith("2026-12-01 00:00:00") for line in text.splitlines())
+    if fmt == "json":
+        (record,) = [r for r in lines(server) if r.get("logger") == "gpu-policy.review"]
+        assert record["uid"].endswith("…(+1048320 chars)") and record["objectName"] == forged.replace("\n", "\\n")

@@ -105,6 +105,22 @@ class ReviewHandler:
         return 200, JSON, payload, not self.server.ready
 
 
+# A value from the request in a log line: at most this many characters (a Kubernetes name is at most
+# 253), the rest counted, never the 7 MiB a client may send as its uid.
+LOG_VALUE_CHARS = 256
+
+
+def loggable(value: str) -> str:
+    """A request's value as a log line may carry it: cut to LOG_VALUE_CHARS and with every
+    unprintable character escaped, so a newline in `request.name` cannot forge a text-format line."""
+    cut = value if len(value) <= LOG_VALUE_CHARS else value[:LOG_VALUE_CHARS]
+    if not cut.isprintable():
+        cut = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in cut)
+    if len(value) > LOG_VALUE_CHARS:
+        cut += f"…(+{len(value) - LOG_VALUE_CHARS} chars)"
+    return cut
+
+
 def _log_review(
     level: int,
     webhook: str,
@@ -113,18 +129,20 @@ def _log_review(
     found: list[tuple[str, str]],
     seconds: float,
 ) -> None:
+    kind, namespace, name = loggable(req.kind), loggable(req.namespace), loggable(req.name)
+    operation = loggable(req.operation)
     logs.review(
         level,
-        f"{webhook} {req.operation} {req.kind} {req.namespace}/{display_name(req)}: {outcome.decision.value}",
+        f"{webhook} {operation} {kind} {namespace}/{loggable(display_name(req))}: {outcome.decision.value}",
         {
-            "uid": req.uid,
+            "uid": loggable(req.uid),
             "webhook": webhook,
             "decision": outcome.decision.value,
-            "kind": req.kind,
-            "namespace": req.namespace,
-            "objectName": req.name,
-            "operation": req.operation,
-            "user": req.user,
+            "kind": kind,
+            "namespace": namespace,
+            "objectName": name,
+            "operation": operation,
+            "user": loggable(req.user),
             "dryRun": req.dry_run,
             "rules": sorted({rule for rule, _mode in found}),
             "modes": sorted({mode for _rule, mode in found}),
