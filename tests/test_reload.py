@@ -144,3 +144,15 @@ def test_reload_under_load_fails_no_request(start_server: Callable[..., Server],
     first_new = verdicts.index(True)
     assert first_new > 0 and all(verdicts[first_new:]), "after the swap every request sees the new policy"
     assert first_new >= 3 and len(verdicts) - first_new >= 20
+
+
+def test_a_reload_names_every_server_key_it_cannot_apply(start_server: Callable[..., Server], tmp_path: Path) -> None:
+    """Issue 33: headerSeconds, idleSeconds, bodySeconds changed by a reload were silently not applied."""
+    volume = ConfigMapVolume(tmp_path / "config", base())
+    server = start_server(None, "--config", volume.path)
+    changed = base()
+    changed["server"].update({"headerSeconds": 3.0, "idleSeconds": 30.0, "bodySeconds": 4.0})
+    changed["rules"] = {"no-privileged-gpu": "off"}
+    volume.write(changed)
+    until(lambda: allowed(server))  # the policy part is applied live
+    until(lambda: "server.bodySeconds, server.headerSeconds, server.idleSeconds changed" in server.log.read_text())

@@ -85,8 +85,12 @@ class ConfigReloader:
             loaded = loaded.with_cluster_version(active.policy.cluster_version)
         # The cluster view belongs to the process, not the file: the new policy sees the same cluster.
         loaded = replace(loaded, policy=replace(loaded.policy, cluster=active.policy.cluster))
-        if _server(loaded) != _server(self.settings):
-            log.warning("config reload: server.* settings changed; they apply after a restart")
+        changed = server_changes(loaded, self.settings)
+        if changed:
+            log.warning(
+                "config reload: %s changed; the server keeps the running values until a restart",
+                ", ".join(f"server.{key}" for key in changed),
+            )
         self.put(activate(loaded, active.generation + 1, digest))
         self.count("ok")
         log.info("config reloaded: generation %d, sha256 %s", active.generation + 1, digest[:12])
@@ -105,8 +109,11 @@ class ConfigReloader:
                 self.count("error")
 
 
-def _server(s: Settings) -> tuple[int, float, float, float]:
-    return (s.max_request_bytes, s.cert_reload_seconds, s.config_reload_seconds, s.drain_seconds)
+def server_changes(loaded: Settings, running: Settings) -> list[str]:
+    """Every `server.*` key whose value differs from the running server's (all of them apply at
+    start-up only: limits and timeouts are built into the transport then)."""
+    new, old = loaded.effective.get("server", {}), running.effective.get("server", {})
+    return sorted(key for key in new.keys() | old.keys() if new.get(key) != old.get(key))
 
 
 class VersionWatcher:
