@@ -205,25 +205,45 @@ class Transport:
                     conn.socket.abort()
 
     async def stop(self, timeout: float) -> None:
-        """Stop listening; requests in flight finish (their own deadlines apply) for up to
-        `timeout` seconds, idle connections close at once; then the rest are closed."""
+        """Stop listening; idle connections close at once; requests in flight, and requests whose
+        bytes have begun to arrive, finish (their own deadlines apply) for up to `timeout` seconds,
+        each answer closing its connection; then the rest are closed.
+
+        Idle keep-alive connections are closed *first*, with a FIN (and TLS close_notify) the
+        client's pool sees before it picks the connection again (Go's transport drops a pooled
+        connection its read loop finds closed). Left to aiohttp's shutdown, a review sent on one
+        was read into a protocol that discards everything once shutting down, and the API
+        server waited out its timeout: with failurePolicy Ignore, a pod admitted unisolated."""
         self.closing = True
         if self._listener is not None:
             self._listener.close()
         if self._aiohttp is not None:
+            for conn in list(self._aiohttp.connections):
+                if isinstance(conn, Connection) and self._idle(conn):
+                    conn.force_close()
             # aiohttp's shutdown stops reading at once, so a body still arriving could never
-            # complete: handlers at work get their time first (each is bounded by bodySeconds).
+            # complete: handlers at work get their time first (each is bounded by bodySeconds,
+            # headers still arriving by headerSeconds through the sweep).
             loop = asyncio.get_running_loop()
             deadline = loop.time() + timeout
             while loop.time() < deadline and any(
-                isinstance(c, Connection) and c.busy for c in self._aiohttp.connections
+                isinstance(c, Connection) and not self._idle(c) and c.transport is not None
+                for c in self._aiohttp.connections
             ):
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.02)
+                for conn in list(self._aiohttp.connections):  # answered (Connection: close) and now idle
+                    if isinstance(conn, Connection) and self._idle(conn) and conn.transport is not None:
+                        conn.force_close()
             await self._aiohttp.shutdown(max(0.0, deadline - loop.time()))
         if self._sweeper is not None:
             self._sweeper.cancel()
         if self._listener is not None:
             await self._listener.wait_closed()
+
+    @staticmethod
+    def _idle(conn: Connection) -> bool:
+        """Between requests: no handler running and no byte of a next request received."""
+        return not conn.busy and not conn.headers_since
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         conn = cast(Connection, request.protocol)  # made by our factory, always
