@@ -6,7 +6,6 @@ exit within drainSeconds + 1 s of the drain's end."""
 
 from __future__ import annotations
 
-import json
 import select
 import signal
 import time
