@@ -77,3 +77,30 @@ def test_unpoliced_gpu_requests_finds_containers_anywhere_and_vllm_runtime_count
     assert unpoliced_gpu_requests(cpu, POLICY) == []
     many = {"items": [{"resources": {"limits": {"nvidia.com/gpu": 1}}} for _ in range(20)]}
     assert len(unpoliced_gpu_requests(many, POLICY)) == 5  # bounded
+
+
+def test_unpoliced_walk_holds_no_path_per_pending_node() -> None:
+    """Issue 33: a deep chain with many siblings per level made the walk hold S x D path strings
+    (a 612 KiB body: 78.7 MiB peak before). Bound: peak under 8 MiB, and paths still right."""
+    import tracemalloc
+
+    from webhook.policy.engine import unpoliced_gpu_requests
+
+    root: dict[str, Any] = {}
+    node = root
+    for _ in range(300):
+        deeper: dict[str, Any] = {}
+        node["next" + "x" * 40] = deeper
+        for i in range(40):
+            node[f"k{i:02d}" + "k" * 40] = {}
+        node = deeper
+    node["worker"] = {"resources": {"limits": {"nvidia.com/gpu": 1}}}
+    tracemalloc.start()
+    try:
+        found = unpoliced_gpu_requests(root, POLICY)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    print(f"FIGURE unpoliced walk of a 300-deep, 40-wide object: peak {peak / 2**20:.1f} MiB")
+    assert peak < 8 * 2**20
+    assert found == [".".join(["next" + "x" * 40] * 300) + ".worker"]

@@ -150,33 +150,51 @@ def unpoliced_gpu_requests(obj: Any, policy: Policy, limit: int = 5) -> list[str
     when its `resources` (or `resourcesPerNode`) has limits or requests naming a GPU resource, or
     a plain `gpu` count (the vLLM production stack's VLLMRuntime deploymentConfig)."""
     found: list[str] = []
-    stack: list[tuple[Any, str]] = [(obj, "")]
-    seen = 0
-    while stack and len(found) < limit and seen < _MAX_NODES:
-        node, path = stack.pop()
-        seen += 1
+    # Each node pushed is one (parent, key) link: a path string is built only for what is
+    # reported, and the budget counts pushes, so memory and work are linear in what is looked at.
+    links: list[tuple[int, str | int]] = [(-1, "")]
+    stack: list[tuple[Any, int]] = [(obj, 0)]
+    while stack and len(found) < limit:
+        node, at = stack.pop()
         if isinstance(node, dict):
             for field in ("resources", "resourcesPerNode"):
                 res = node.get(field)
                 if isinstance(res, dict) and res.get("gpu") not in (None, 0, "0", ""):
-                    found.append(path or "(the object)")
+                    found.append(_link_path(links, at))
                     break
                 if isinstance(res, dict) and any(
                     isinstance(side, dict)
                     and any(isinstance(k, str) and (is_device(k, policy) or is_companion(k, policy)) for k in side)
                     for side in (res.get("limits"), res.get("requests"))
                 ):
-                    found.append(path or "(the object)")
+                    found.append(_link_path(links, at))
                     break
             else:
-                for key, value in reversed(list(node.items())):
+                children: Any = reversed(list(node.items()))
+                for key, value in children:
                     if isinstance(value, dict | list):
-                        stack.append((value, f"{path}.{key}" if path else str(key)))
+                        if len(links) >= _MAX_NODES:
+                            return found
+                        links.append((at, str(key)))
+                        stack.append((value, len(links) - 1))
         elif isinstance(node, list):
             for i in range(len(node) - 1, -1, -1):
                 if isinstance(node[i], dict | list):
-                    stack.append((node[i], f"{path}[{i}]"))
+                    if len(links) >= _MAX_NODES:
+                        return found
+                    links.append((at, i))
+                    stack.append((node[i], len(links) - 1))
     return found
+
+
+def _link_path(links: list[tuple[int, str | int]], at: int) -> str:
+    """The field path of node `at`, from its chain of (parent, key) links."""
+    parts: list[str] = []
+    while at > 0:
+        parent, key = links[at]
+        parts.append(f"[{key}]" if isinstance(key, int) else (f".{key}" if parent > 0 else key))
+        at = parent
+    return "".join(reversed(parts)) or "(the object)"
 
 
 def exempt(pod: PodView, policy: Policy) -> bool:
