@@ -1,5 +1,7 @@
 """Modes, ordering, messages and the UPDATE rule, on the assembled verdict."""
 
+from typing import Any
+
 from tests.helpers import POLICY, container, default_policy, pod
 from webhook.policy import Mode, Policy, Verdict, engine
 
