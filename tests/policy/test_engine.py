@@ -106,3 +106,21 @@ def test_unpoliced_walk_holds_no_path_per_pending_node() -> None:
     print(f"FIGURE unpoliced walk of a 300-deep, 40-wide object: peak {peak / 2**20:.1f} MiB")
     assert peak < 8 * 2**20
     assert found == [".".join(["next" + "x" * 40] * 300) + ".worker"]
+
+
+def test_answers_are_bounded_whatever_the_number_of_violations() -> None:
+    """Issue 33: 40,000 audited violations froze the loop 40 s (a quadratic annotation), 72,000
+    denied containers made a 16.5 MiB message. Bound: 20 listed, the rest counted."""
+    many = pod(*[container(f"c{i}", gpu="1.5") for i in range(5000)])
+    verdict = judge(many, POLICY)
+    message = verdict.message()
+    assert message.count("gpu-quantity (") == 20 and message.endswith("and 4980 more violations like these")
+    warned = engine.judge(
+        engine.find_violations(many, "", "Pod", POLICY) or [], default_policy(modes={"gpu-quantity": Mode.WARN})
+    )
+    assert len(warned.warnings()) == 21 and warned.warnings()[-1].endswith("and 4980 more warnings like these")
+    audited = engine.judge(
+        engine.find_violations(many, "", "Pod", POLICY) or [], default_policy(modes={"gpu-quantity": Mode.AUDIT})
+    )
+    (text,) = audited.audit_annotations().values()
+    assert text.endswith("and 4980 more violations like these") and len(text) < 20_000

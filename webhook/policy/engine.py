@@ -239,17 +239,35 @@ class Verdict:
         return not self.by_mode.get(Mode.DENY)
 
     def message(self) -> str:
-        return DENY_PREFIX + ", ".join(v.describe() for v in self.of(Mode.DENY))
+        return DENY_PREFIX + _listed([v.describe() for v in self.of(Mode.DENY)[: MAX_LISTED + 1]], self.of(Mode.DENY))
 
     def warnings(self) -> list[str]:
-        return [short_warning(WARN_PREFIX, v) for v in self.of(Mode.WARN)]
+        found = self.of(Mode.WARN)
+        out = [short_warning(WARN_PREFIX, v) for v in found[:MAX_LISTED]]
+        if len(found) > MAX_LISTED:
+            out.append(f"{WARN_PREFIX}and {len(found) - MAX_LISTED} more warnings like these")
+        return out
 
     def audit_annotations(self) -> dict[str, str]:
-        out: dict[str, str] = {}
+        by_rule: dict[str, list[Violation]] = {}
         for v in self.of(Mode.AUDIT):
-            text = v.describe(with_fix=False)
-            out[v.rule] = f"{out[v.rule]}, {text}" if v.rule in out else WARN_PREFIX + text
-        return out
+            by_rule.setdefault(v.rule, []).append(v)
+        return {
+            rule: WARN_PREFIX + _listed([v.describe(with_fix=False) for v in found[: MAX_LISTED + 1]], found)
+            for rule, found in by_rule.items()
+        }
+
+
+# An answer names at most this many violations of one kind and counts the rest: a pod of 70,000
+# privileged GPU containers once got a 16.5 MiB message, and audit annotations were built
+# quadratically. The first ones show what to fix; the count says how much there is.
+MAX_LISTED: Final = 20
+
+
+def _listed(texts: list[str], found: list[Violation]) -> str:
+    if len(found) <= MAX_LISTED:
+        return ", ".join(texts)
+    return ", ".join(texts[:MAX_LISTED]) + f", and {len(found) - MAX_LISTED} more violations like these"
 
 
 def judge(found: list[Violation], policy: Policy, before: list[Violation] | None = None) -> Verdict:
