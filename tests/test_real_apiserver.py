@@ -1,0 +1,242 @@
+"""Issue 32 against a REAL kube-apiserver v1.36 (built by ../shared/tools/kube-apiserver-136.sh into
+/tmp/kube136; skipped when it is absent, as in CI): the default chart's two webhooks, as rendered
+by helm, registered with the API server and pointed at the real server process on loopback; pods
+created with dryRun=All, so the API server runs its own defaulting and validation, our mutating
+webhook (its patch applied by the API server), then our validating webhook behind its
+matchConditions evaluated on the mutated pod by the API server's own CEL.
+
+What it shows that the stand-ins cannot: that the API server accepts `$(a,void,b)` after a variable
+named `a,void,b` and a value with \\x1c (relaxed env names and values) so only the webhook stands
+between them and the node, that our patch is what it applies, and which pods its CEL sends to the
+validating webhook after isolation's `void`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.chart import find, render
+from tests.helpers import Server
+
+BIN = Path(os.environ.get("KUBE136_BIN", "/tmp/kube136/kube/bin"))
+pytestmark = pytest.mark.skipif(
+    not (BIN / "kube-apiserver").exists() or not (BIN / "etcd").exists(),
+    reason="no real kube-apiserver here (../shared/tools/kube-apiserver-136.sh builds one)",
+)
+TOKEN = "gpu-policy-test-admin-token"
+CUDA = "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RealApi:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.ctx = ssl.create_default_context()
+        self.ctx.check_hostname = False
+        self.ctx.verify_mode = ssl.CERT_NONE  # its self-signed serving certificate, on loopback
+
+    def call(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, Any], dict[str, str]]:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        req.add_header("Authorization", f"Bearer {TOKEN}")
+        req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, context=self.ctx, timeout=30) as r:
+                return r.status, json.loads(r.read() or b"{}"), dict(r.headers)
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"{}"), dict(e.headers)
+
+    def create_pod(self, pod: dict[str, Any]) -> tuple[int, dict[str, Any], list[str]]:
+        code, body, headers = self.call("POST", "/api/v1/namespaces/ml/pods?dryRun=All", pod)
+        warnings = [v for k, v in headers.items() if k.lower() == "warning"]
+        return code, body, warnings
+
+
+@pytest.fixture(scope="module")
+def real_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealApi]:
+    tmp = tmp_path_factory.mktemp("kube136")
+    etcd_port, peer, secure = _port(), _port(), _port()
+    key = tmp / "sa.key"
+    subprocess.run(["openssl", "genrsa", "-out", str(key), "2048"], check=True, capture_output=True)
+    subprocess.run(
+        ["openssl", "rsa", "-in", str(key), "-pubout", "-out", str(tmp / "sa.pub")], check=True, capture_output=True
+    )
+    (tmp / "tokens.csv").write_text(f'{TOKEN},admin,admin-uid,"system:masters"\n')
+    logs = (tmp / "etcd.log").open("w"), (tmp / "apiserver.log").open("w")
+    etcd = subprocess.Popen(
+        [
+            str(BIN / "etcd"),
+            "--data-dir",
+            str(tmp / "etcd"),
+            "--listen-client-urls",
+            f"http://127.0.0.1:{etcd_port}",
+            "--advertise-client-urls",
+            f"http://127.0.0.1:{etcd_port}",
+            "--listen-peer-urls",
+            f"http://127.0.0.1:{peer}",
+        ],
+        stdout=logs[0],
+        stderr=subprocess.STDOUT,
+    )
+    api = subprocess.Popen(
+        [
+            str(BIN / "kube-apiserver"),
+            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={secure}",
+            f"--cert-dir={tmp / 'certs'}",
+            f"--token-auth-file={tmp / 'tokens.csv'}",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            f"--service-account-key-file={tmp / 'sa.pub'}",
+            f"--service-account-signing-key-file={key}",
+            "--service-cluster-ip-range=10.96.0.0/24",
+            "--authorization-mode=RBAC",
+            "--disable-admission-plugins=ServiceAccount",
+        ],
+        stdout=logs[1],
+        stderr=subprocess.STDOUT,
+    )
+    client = RealApi(f"https://127.0.0.1:{secure}")
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                if client.call("GET", "/readyz")[0] == 200:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.5)
+        else:
+            raise AssertionError((tmp / "apiserver.log").read_text()[-3000:])
+        client.call("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}})
+        yield client
+    finally:
+        for proc in (api, etcd):
+            proc.terminate()
+            proc.wait(timeout=20)
+        for f in logs:
+            f.close()
+        shutil.rmtree(tmp / "etcd", ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def webhooks(
+    real_api: RealApi, start_server: Callable[..., Server], tmp_path_factory: pytest.TempPathFactory
+) -> Server:
+    """The default chart's webhook configurations, pointed at the real server process."""
+    server = start_server({"clusterVersion": "1.36"})
+    docs = render({}, kube_version="1.36.0", tmp=tmp_path_factory.mktemp("chart"))
+    assert isinstance(docs, list)
+    ca = base64.b64encode((server.cert_dir / "ca.crt").read_bytes()).decode()
+    for kind, plural in (
+        ("MutatingWebhookConfiguration", "mutatingwebhookconfigurations"),
+        ("ValidatingWebhookConfiguration", "validatingwebhookconfigurations"),
+    ):
+        config = find(docs, kind)
+        for hook in config["webhooks"]:
+            path = hook["clientConfig"]["service"].get("path", "/validate")
+            hook["clientConfig"] = {"url": f"https://127.0.0.1:{server.port}{path}", "caBundle": ca}
+            hook.pop("namespaceSelector", None)
+        config["metadata"] = {"name": config["metadata"]["name"]}
+        code, body, _ = real_api.call("POST", f"/apis/admissionregistration.k8s.io/v1/{plural}", config)
+        assert code == 201, body
+    # Webhook configurations take effect within a second or two: wait until a probe is voided.
+    probe = pod(c("probe"))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        code, body, _ = real_api.create_pod(probe)
+        if code == 201 and body["spec"]["containers"][0].get("env"):
+            break
+        time.sleep(0.5)
+    else:
+        raise AssertionError("the webhooks never took effect")
+    return server
+
+
+def pod(*containers: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"generateName": "attack-", "namespace": "ml"},
+        "spec": {"containers": list(containers), **spec},
+    }
+
+
+def c(name: str = "app", **fields: Any) -> dict[str, Any]:
+    return {"name": name, "image": CUDA, **fields}
+
+
+def nvd(value: str) -> dict[str, str]:
+    return {"name": "NVIDIA_VISIBLE_DEVICES", "value": value}
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        [nvd("all,void\x1c")],
+        [nvd("none\x1f,all")],
+        [{"name": "a,void,b", "value": "all"}, nvd("$(a,void,b)")],
+        [{"name": "NVIDIA_IMEX_CHANNELS", "value": "0"}],
+    ],
+    ids=["all,void\\x1c", "none\\x1f,all", "$(a,void,b)", "imex"],
+)
+def test_attacks_are_refused_by_the_real_api_server(
+    env: list[dict[str, str]], real_api: RealApi, webhooks: Server
+) -> None:
+    code, body, _ = real_api.create_pod(pod(c(env=env)))
+    assert code == 403, body
+    assert "violates GPU policy" in body["message"]
+
+
+def test_legitimate_pods_and_isolation_through_the_real_api_server(real_api: RealApi, webhooks: Server) -> None:
+    gpu = pod(c("trainer", resources={"limits": {"nvidia.com/gpu": 1}}), c("sidecar", image="busybox"))
+    code, body, _ = real_api.create_pod(gpu)
+    assert code == 201, body
+    trainer, sidecar = body["spec"]["containers"]
+    assert "env" not in trainer and sidecar["env"] == [nvd("void")]
+    prefixed = pod(
+        c("vllm", resources={"limits": {"nvidia.com/gpu": 1}}, envFrom=[{"secretRef": {"name": "hf"}, "prefix": "HF_"}])
+    )
+    assert real_api.create_pod(prefixed)[0] == 201
+    unprefixed = pod(c("vllm", resources={"limits": {"nvidia.com/gpu": 1}}, envFrom=[{"secretRef": {"name": "hf"}}]))
+    code, body, _ = real_api.create_pod(unprefixed)
+    assert code == 403 and "visible-devices-envfrom" in body["message"]
+
+
+def validated(server: Server) -> float:
+    """Reviews the validating webhook answered so far (the /metrics counter)."""
+    total = 0.0
+    for line in server.scrape().splitlines():
+        if line.startswith("gpu_policy_reviews_total{") and 'webhook="validate"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_a_voided_cpu_pod_is_not_sent_to_the_validating_webhook(real_api: RealApi, webhooks: Server) -> None:
+    """Issue 32 #13, with the API server's own CEL on the mutated pod: the plain pod isolation
+    voided reaches /mutate only; a pod with a hand-set variable reaches /validate."""
+    before = validated(webhooks)
+    code, body, _ = real_api.create_pod(pod(c("web", image="nginx:1.27")))
+    assert code == 201 and body["spec"]["containers"][0]["env"] == [nvd("void")]
+    assert validated(webhooks) == before
+    assert real_api.create_pod(pod(c(env=[nvd("all")])))[0] == 403
+    assert validated(webhooks) == before + 1
