@@ -47,6 +47,14 @@ def _port() -> int:
         return int(s.getsockname()[1])
 
 
+def _json(raw: bytes) -> dict[str, Any]:
+    try:
+        out = json.loads(raw or b"{}")
+    except ValueError:
+        return {"text": raw.decode(errors="replace")}  # /readyz answers text
+    return out if isinstance(out, dict) else {"value": out}
+
+
 class RealApi:
     def __init__(self, url: str) -> None:
         self.url = url
@@ -61,9 +69,9 @@ class RealApi:
         req.add_header("Content-Type", "application/json")
         try:
             with urllib.request.urlopen(req, context=self.ctx, timeout=30) as r:
-                return r.status, json.loads(r.read() or b"{}"), dict(r.headers)
+                return r.status, _json(r.read()), dict(r.headers)
         except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"{}"), dict(e.headers)
+            return e.code, _json(e.read()), dict(e.headers)
 
     def create_pod(self, pod: dict[str, Any]) -> tuple[int, dict[str, Any], list[str]]:
         code, body, headers = self.call("POST", "/api/v1/namespaces/ml/pods?dryRun=All", pod)
