@@ -41,9 +41,10 @@ _GPU_WORDS: Final = ("gpu", "mig-", "cuda", "nvidia.com/")
 def _unknown_gpu_like(c: Container, policy: Policy) -> str:
     for side in (c.limits, c.requests):
         for name in side or ():
+            if "/" not in name:
+                continue  # cpu, memory, hugepages-*: the common case
             lowered = name.lower()
-            gpu_like = "/" in name and any(w in lowered for w in _GPU_WORDS)
-            if gpu_like and not is_device(name, policy) and not is_companion(name, policy):
+            if any(w in lowered for w in _GPU_WORDS) and not is_device(name, policy) and not is_companion(name, policy):
                 return name
     return ""
 
