@@ -20,7 +20,7 @@ import yaml
 
 from tests.chart import render
 from tests.helpers import Server
-from tests.test_gpu_world import VOID, Case, cli, rule_ids, through_the_cli, voided
+from tests.test_gpu_world import VOID, Case, cli, rule_ids, through_the_cli, through_the_server
 
 CONFIG: dict[str, Any] = {"clusterVersion": "1.30"}
 CUDA = "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"
@@ -232,23 +232,7 @@ def server(start_server: Callable[..., Server]) -> Server:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_through_the_server(case: Case, server: Server) -> None:
-    client = server.client()
-    try:
-        response, after = client.mutate(case.obj)
-        assert response["allowed"] is True
-        assert voided(case.obj, after) == case.voided
-        assert client.mutate(after)[1] == after, "reinvocation must change nothing"
-        verdict = client.validate(after)
-    finally:
-        client.close()
-    message = verdict.get("status", {}).get("message", "")
-    warnings = verdict.get("warnings", []) + response.get("warnings", [])
-    assert verdict["allowed"] is not case.denied, message
-    for rule in case.denied:
-        assert f"{rule} (" in message
-    assert rule_ids(verdict.get("warnings", []), "would violate GPU policy: ") == sorted(case.warned)
-    for text in case.says:
-        assert text in message or any(text in w for w in warnings), (text, message, warnings)
+    through_the_server(case, server)
     assert server.log_problems() == []
 
 
