@@ -14,17 +14,10 @@ def problems(data: object) -> list[str]:
 
 def test_defaults() -> None:
     s = from_mapping({}, environ={})
-    assert s.policy.exempt_namespaces == frozenset(
-        {
-            "kube-system",
-            "kube-public",
-            "kube-node-lease",
-            "gpu-operator",
-            "nvidia-gpu-operator",
-            "nvidia-device-plugin",
-            "nvidia-dra-driver-gpu",
-        }
-    )
+    # Kubernetes' own, and NVIDIA's node agents: the GPU operator (also as OpenShift installs it),
+    # the standalone device plugin, the DRA driver.
+    nvidia = {"gpu-operator", "nvidia-gpu-operator", "nvidia-device-plugin", "nvidia-dra-driver-gpu"}
+    assert s.policy.exempt_namespaces == {"kube-system", "kube-public", "kube-node-lease"} | nvidia
     assert all(s.policy.mode(r.id) is r.default_mode for r in ALL_RULES)  # the registry's defaults
     assert s.policy.isolate_non_gpu is True and s.policy.custom_templates == {}
     assert s.cluster_version_auto and s.policy.cluster_version is None
