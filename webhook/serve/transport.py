@@ -218,22 +218,24 @@ class Transport:
         if self._listener is not None:
             self._listener.close()
         if self._aiohttp is not None:
-            for conn in list(self._aiohttp.connections):
-                if isinstance(conn, Connection) and self._idle(conn):
-                    conn.force_close()
             # aiohttp's shutdown stops reading at once, so a body still arriving could never
             # complete: handlers at work get their time first (each is bounded by bodySeconds,
-            # headers still arriving by headerSeconds through the sweep).
+            # headers still arriving by headerSeconds through the sweep). Each pass closes the
+            # connections that are idle by then (answered with Connection: close, or never used).
             loop = asyncio.get_running_loop()
             deadline = loop.time() + timeout
-            while loop.time() < deadline and any(
-                isinstance(c, Connection) and not self._idle(c) and c.transport is not None
-                for c in self._aiohttp.connections
-            ):
-                await asyncio.sleep(0.02)
-                for conn in list(self._aiohttp.connections):  # answered (Connection: close) and now idle
-                    if isinstance(conn, Connection) and self._idle(conn) and conn.transport is not None:
+            while True:
+                working = False
+                for conn in list(self._aiohttp.connections):
+                    if not isinstance(conn, Connection) or conn.transport is None:
+                        continue
+                    if self._idle(conn):
                         conn.force_close()
+                    else:
+                        working = True
+                if not working or loop.time() >= deadline:
+                    break
+                await asyncio.sleep(0.02)
             await self._aiohttp.shutdown(max(0.0, deadline - loop.time()))
         if self._sweeper is not None:
             self._sweeper.cancel()

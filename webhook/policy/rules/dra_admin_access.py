@@ -42,7 +42,8 @@ def _requests(obj: dict[str, Any]) -> tuple[str, Any]:
 
 
 def check(obj: dict[str, Any], policy: Policy) -> list[Violation]:
-    namespace = (obj.get("metadata") or {}).get("namespace") if isinstance(obj.get("metadata"), dict) else None
+    metadata = obj.get("metadata")
+    namespace = metadata.get("namespace") if isinstance(metadata, dict) else None
     if isinstance(namespace, str) and namespace in policy.dra_admin_namespaces:
         return []
     base, requests = _requests(obj)

@@ -16,7 +16,7 @@ from ..gpus import gpu_pod
 from ..objects import PodView
 from ..rule import Rule, Trigger, Where
 from ..types import Policy, Violation
-from .no_gpu_device_hostpath import _under, normalise
+from .no_gpu_device_hostpath import normalise, overlaps
 
 ID = "driver-hostpath-non-gpu"
 DRIVER_DIRS: Final[tuple[str, ...]] = ("/home/kubernetes/bin/nvidia", "/usr/local/nvidia", "/run/nvidia/driver")
@@ -29,7 +29,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     for volume in view.host_paths:
         norm = normalise(volume.path)
         for folder in DRIVER_DIRS:
-            if _under(norm, folder) or _under(folder, norm):
+            if overlaps(norm, folder):
                 out.append(
                     Violation(
                         rule=ID,

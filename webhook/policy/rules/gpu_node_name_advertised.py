@@ -21,7 +21,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from ..containers import Container
-from ..gpus import source
+from ..gpus import plugin_env_gpu, source
 from ..objects import PodView
 from ..rule import GPU_POD, Rule
 from ..types import Policy, Violation
@@ -47,7 +47,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     resources: list[tuple[Container, str, str]] = []  # (container, side, resource)
     for c in view.containers:
         found = source(c, view, policy)
-        if found is None or found.how not in ("resource", "companion", "kai"):
+        if found is None or not plugin_env_gpu(c, view, policy):
             continue
         if found.how == "kai":
             out.append(

@@ -13,7 +13,7 @@ from __future__ import annotations
 from ..objects import PodView
 from ..rule import Rule, Trigger, Where
 from ..types import Mode, Policy, Violation
-from .no_gpu_device_hostpath import SHM, _under, normalise
+from .no_gpu_device_hostpath import SHM, normalise, under
 
 ID = "host-shm"
 
@@ -28,7 +28,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
             value=f'"{volume.path}"',
         )
         for volume in view.host_paths
-        if _under(normalise(volume.path), SHM)
+        if under(normalise(volume.path), SHM)
     ]
 
 

@@ -49,8 +49,14 @@ def normalise(path: str) -> str:
     return norm
 
 
-def _under(path: str, root: str) -> bool:
+def under(path: str, root: str) -> bool:
+    """Normalised `path` is `root` or lies below it (everything lies below "/")."""
     return path == root or path.startswith(root + "/") or root == "/"
+
+
+def overlaps(path: str, root: str) -> bool:
+    """A hostPath of normalised `path` reaches `root`: it is, lies under, or contains it."""
+    return under(path, root) or under(root, path)
 
 
 # Shared memory, not a device: every EKS/NCCL multi-node training sample mounts the host's
@@ -61,10 +67,10 @@ SHM = "/dev/shm"
 def exposes(path: str) -> str | None:
     """The protected location a hostPath of `path` reaches, if any (/dev/shm and below: none)."""
     norm = normalise(path)
-    if _under(norm, SHM):
+    if under(norm, SHM):
         return None
     for protected in PROTECTED:
-        if _under(norm, protected) or _under(protected, norm):
+        if overlaps(norm, protected):
             return protected
     return None
 
@@ -89,7 +95,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     for c in view.containers:
         for i, mount_path in enumerate(c.mount_paths):
             # Normalising only drops segments, so a path under the folder spells its name.
-            if DEVICE_LIST_NAME in mount_path and _under(normalise(mount_path), DEVICE_LIST_DIR):
+            if DEVICE_LIST_NAME in mount_path and under(normalise(mount_path), DEVICE_LIST_DIR):
                 out.append(
                     c.violation(
                         ID,

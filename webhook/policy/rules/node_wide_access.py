@@ -24,7 +24,7 @@ from ..gpus import gpu_pod, node_agent
 from ..objects import PodView
 from ..rule import Rule, Trigger, Where
 from ..types import Mode, Policy, Violation
-from .no_gpu_device_hostpath import normalise
+from .no_gpu_device_hostpath import normalise, overlaps
 
 ID = "node-wide-access"
 RUNTIME_STATE: Final = (
@@ -42,10 +42,7 @@ FIX = "drop it and enforce Pod Security Admission baseline on this namespace; no
 
 def _reaches(path: str) -> str | None:
     norm = normalise(path)
-    for root in RUNTIME_STATE:
-        if norm == root or norm.startswith(root + "/") or root.startswith(norm.rstrip("/") + "/") or norm == "/":
-            return root
-    return None
+    return next((root for root in RUNTIME_STATE if overlaps(norm, root)), None)
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
