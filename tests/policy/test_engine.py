@@ -2,6 +2,8 @@
 
 from typing import Any
 
+import pytest
+
 from tests.helpers import POLICY, container, default_policy, pod
 from webhook.policy import Mode, Policy, Verdict, engine
 
@@ -111,16 +113,44 @@ def test_unpoliced_walk_holds_no_path_per_pending_node() -> None:
 def test_answers_are_bounded_whatever_the_number_of_violations() -> None:
     """Issue 33: 40,000 audited violations froze the loop 40 s (a quadratic annotation), 72,000
     denied containers made a 16.5 MiB message. Bound: 20 listed, the rest counted."""
-    many = pod(*[container(f"c{i}", gpu="1.5") for i in range(5000)])
+    many = pod(*[container(f"c{i}", gpu="1.5") for i in range(1000)])
     verdict = judge(many, POLICY)
     message = verdict.message()
-    assert message.count("gpu-quantity (") == 20 and message.endswith("and 4980 more violations like these")
+    assert message.count("gpu-quantity (") == 20 and message.endswith("and 980 more violations like these")
     warned = engine.judge(
         engine.find_violations(many, "", "Pod", POLICY) or [], default_policy(modes={"gpu-quantity": Mode.WARN})
     )
-    assert len(warned.warnings()) == 21 and warned.warnings()[-1].endswith("and 4980 more warnings like these")
+    assert len(warned.warnings()) == 21 and warned.warnings()[-1].endswith("and 980 more warnings like these")
     audited = engine.judge(
         engine.find_violations(many, "", "Pod", POLICY) or [], default_policy(modes={"gpu-quantity": Mode.AUDIT})
     )
     (text,) = audited.audit_annotations().values()
-    assert text.endswith("and 4980 more violations like these") and len(text) < 20_000
+    assert text.endswith("and 980 more violations like these") and len(text) < 20_000
+
+
+def test_objects_past_the_budget_are_too_large_to_judge_before_they_are_read() -> None:
+    """Issue 33: a 3 MiB pod of 92,836 plain containers cost 0.6 s and a 13 MiB patch. Bound:
+    MAX_CONTAINERS (1000) per object, checked before a container is read, templates summed."""
+    from webhook.policy.objects import MAX_ANNOTATION_BYTES, MAX_CONTAINERS
+    from webhook.policy.shapes import ShapeError
+
+    assert engine.find_violations(pod(*[container(f"c{i}") for i in range(MAX_CONTAINERS)]), "", "Pod", POLICY) == []
+    huge = pod(*[{"name": f"c{i}", "image": "i", "env": "not read"} for i in range(MAX_CONTAINERS + 1)])
+    with pytest.raises(ShapeError) as raised:
+        engine.find_violations(huge, "", "Pod", POLICY)
+    assert raised.value.path == "spec.containers"
+    assert raised.value.problem == "holds 1001 containers: too large to judge (at most 1000)"
+    # Pod templates count one each and add up across an object's templates (a custom resource with many).
+    from webhook.config.settings import from_mapping
+
+    fleets = [{"group": "x.example.com", "kind": "Fleet", "podSpecs": ["spec.pods[*]"]}]
+    custom = from_mapping({"customResources": fleets}, environ={}).policy
+    fleet = {"spec": {"pods": [{"containers": [{"name": "c", "image": "i"}] * 9} for _ in range(150)]}}
+    with pytest.raises(ShapeError) as raised:
+        engine.find_violations(fleet, "x.example.com", "Fleet", custom)
+    assert raised.value.path == "spec.pods[100]" and "1010 containers and pod templates" in raised.value.problem
+    big = pod(container("a"))
+    big["metadata"]["annotations"] = {f"k{i}": "v" * 1000 for i in range(300)}
+    with pytest.raises(ShapeError) as raised:
+        engine.find_violations(big, "", "Pod", POLICY)
+    assert raised.value.path == "metadata.annotations" and f"at most {MAX_ANNOTATION_BYTES}" in raised.value.problem

@@ -30,6 +30,20 @@ class HostPath:
     path: str
 
 
+# What one object may hold and still be judged: the budget that keeps the work a request causes
+# linear and small. Past it, validate denies "too large to judge" and mutate answers the same
+# error, never a partial patch (webhook.admission.decide). Both are far beyond what any workload
+# uses, and the second is the API server's own limit, so nothing it would store is refused.
+MAX_CONTAINERS: Final = 1000  # containers of all kinds, summed over an object's pod templates
+# apimachinery's ValidateAnnotationsSize (TotalAnnotationSizeLimitB): keys and values together.
+MAX_ANNOTATION_BYTES: Final = 256 * 1024
+
+
+def too_large(path: str, what: str, limit: int) -> ShapeError:
+    """The error of an object past a budget: where, how much, and the budget."""
+    return ShapeError(path, f"holds {what}: too large to judge (at most {limit})")
+
+
 # Kinds whose pod templates sit in a JobSpec (its activeDeadlineSeconds bounds the whole Job).
 JOB_KINDS: Final = frozenset({"Job", "CronJob", "JobSet"})
 
@@ -179,16 +193,31 @@ def build_views(
         found = meta.get("namespace") if isinstance(meta, dict) else None
         namespace = found if isinstance(found, str) else ""
     if templates.required:
-        return [build_view(obj, keys, policy, kind, namespace) for keys in templates.paths]
-    return [
-        build_view(obj, keys, policy, kind, namespace, shape, templates.fields)
-        for shape, patterns in templates.by_shape()
-        for pattern in patterns
-        for keys in expand(obj, pattern)
-        # A glob may match fields that are not pod specs (KServe's predictor.minReplicas): only
-        # objects are candidates; an object of the wrong shape is still a ShapeError.
-        if shape is Shape.TEMPLATE or isinstance(_at(obj, keys), dict)
-    ]
+        views = [build_view(obj, keys, policy, kind, namespace) for keys in templates.paths]
+        if len(views) > 1:
+            _within_budget(sum(1 + len(v.containers) for v in views), views[-1].path)
+        return views
+    views = []
+    held = 0
+    for shape, patterns in templates.by_shape():
+        for pattern in patterns:
+            for keys in expand(obj, pattern):
+                # A glob may match fields that are not pod specs (KServe's predictor.minReplicas): only
+                # objects are candidates; an object of the wrong shape is still a ShapeError.
+                if shape is Shape.TEMPLATE or isinstance(_at(obj, keys), dict):
+                    view = build_view(obj, keys, policy, kind, namespace, shape, templates.fields)
+                    views.append(view)
+                    held += 1 + len(view.containers)
+                    if len(views) > 1:  # checked as it grows: at most twice the budget is read
+                        _within_budget(held, view.path)
+    return views
+
+
+def _within_budget(held: int, path: str) -> None:
+    """MAX_CONTAINERS over the views of one object, each view counting one besides its containers
+    (one view alone is checked as it is read, in build_view)."""
+    if held > MAX_CONTAINERS:
+        raise too_large(path or "object", f"{held} containers and pod templates", MAX_CONTAINERS)
 
 
 def _at(obj: Any, keys: tuple[Key, ...]) -> Any:
@@ -245,6 +274,9 @@ def build_view(
             continue
         if not isinstance(items, list):
             raise ShapeError(f"{spec_path}.{kind_field}", f"must be a list, got {type_name(items)}")
+        if len(containers) + len(items) > MAX_CONTAINERS:  # before any is read
+            held = len(containers) + len(items)
+            raise too_large(f"{spec_path}.{kind_field}", f"{held} containers", MAX_CONTAINERS)
         for index, raw in enumerate(items):
             containers.append(
                 _container(raw, container_kind, kind_field, kind_label, index, spec_path, spec_pointer, policy)
@@ -364,9 +396,13 @@ def _annotations(value: Any, meta_path: str) -> dict[str, str]:
     annotations = as_mapping(value, meta_path, "annotations")
     if not annotations:
         return {}
+    size = 0
     for key, item in annotations.items():
         if item is not None and not isinstance(item, str):
             raise ShapeError(f'{meta_path}.annotations["{key}"]', f"must be a string, got {type_name(item)}")
+        size += len(key) + (len(item) if item else 0)  # characters: never more than the API's bytes
+    if size > MAX_ANNOTATION_BYTES:
+        raise too_large(f"{meta_path}.annotations", f"{size} characters", MAX_ANNOTATION_BYTES)
     if None in annotations.values():  # JSON null decodes to "" in Go's map[string]string
         return {k: v or "" for k, v in annotations.items()}
     return annotations
