@@ -94,7 +94,11 @@ def review(gpu: str = "1", **spec: object) -> bytes:
 # Short deadlines, so every bound below is a few seconds: the shipped ones are 10 s each.
 DEADLINES = {"headerSeconds": 1.0, "bodySeconds": 1.0, "writeSeconds": 1.0, "idleSeconds": 3.0}
 
-HOSTILE = {"clusterVersion": "1.30", "server": {"maxRequestBytes": 65536, "drainSeconds": 0, **DEADLINES}}
+# maxConnections above the thousand test_a_thousand_concurrent_keep_alive_connections holds open.
+HOSTILE = {
+    "clusterVersion": "1.30",
+    "server": {"maxRequestBytes": 65536, "maxConnections": 1100, "drainSeconds": 0, **DEADLINES},
+}
 
 SWEEP = 0.25  # webhook.serve.transport checks the header and write deadlines this often at these settings
 

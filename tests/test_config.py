@@ -21,7 +21,8 @@ def test_defaults() -> None:
     assert all(s.policy.mode(r.id) is r.default_mode for r in ALL_RULES)  # the registry's defaults
     assert s.policy.isolate_non_gpu is True and s.policy.custom_templates == {}
     assert s.cluster_version_auto and s.policy.cluster_version is None
-    assert s.policy.shared_gpu and s.max_request_bytes == 8 * 1024 * 1024
+    assert s.policy.shared_gpu and s.max_request_bytes == 4 * 1024 * 1024
+    assert s.max_connections == 1000 and s.max_inflight_bytes == 16 * 1024 * 1024
     assert set(DEFAULTS["rules"]) == set(RULE_IDS)
 
 
@@ -71,6 +72,10 @@ def test_wrong_section_types() -> None:
     assert problems({"ldLibraryPath": True}) == ["ldLibraryPath: must be a mapping, got bool True"]
     assert problems(["a"]) == ["must be a mapping of keys, got list"]
     assert problems({"sharedGpu": 1}) == ["sharedGpu: must be true or false, got int 1"]
+    assert problems({"server": {"maxConnections": 0, "maxInflightBytes": 65536}}) == [
+        "server.maxConnections: must be at least 1",
+        "server.maxInflightBytes: must be at least server.maxRequestBytes (4194304)",
+    ]
     assert problems({"server": {"maxRequestBytes": True}}) == [
         "server.maxRequestBytes: must be an integer, got bool True"
     ]

@@ -50,7 +50,7 @@ def rss_kb(pid: int, field: str = "VmRSS") -> int:
 
 
 def test_tiny_chunks_of_the_maximum_size_keep_memory_bounded(start_server: Callable[..., Server]) -> None:
-    """A valid review padded to exactly the shipped limit (8 MiB), sent as 1-byte chunks: 48 MB on
+    """A valid review padded to exactly the limit (8 MiB here), sent as 1-byte chunks: 48 MB on
     the wire, 8.4 million chunks. Bound: the server's peak RSS grows by less than 3x the limit,
     and the review is judged (200)."""
     limit = 8 * 1024 * 1024

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from ..config import Settings
 from ..offline.reports import EXIT_INPUT, EXIT_OK
+from ..serve import logs
 from ..serve.metrics import Metrics
 from .settings import from_args
 
@@ -242,6 +243,7 @@ def _prefork(settings: Settings, args: argparse.Namespace, digest: str, follow_v
                 log.exception("worker failed")
                 code = 1
             finally:
+                logs.writer().close()  # os._exit runs no atexit: the worker's last lines first
                 os._exit(code)
         children.append(pid)
     if args.metrics_port:

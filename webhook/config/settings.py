@@ -47,6 +47,10 @@ class Settings:
     # "auto": ask the API server's /version at start-up; otherwise the version is in the policy.
     cluster_version_auto: bool
     max_request_bytes: int
+    # Hostile clients (webhook.serve.transport): open connections, and request bodies being
+    # received or judged (summed over connections), past which a request is answered 503.
+    max_connections: int
+    max_inflight_bytes: int
     cert_reload_seconds: float
     config_reload_seconds: float  # 0: only on SIGHUP
     # After SIGTERM: report not-ready but keep serving this long, so the API server stops
@@ -338,6 +342,15 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
     max_bytes = server["maxRequestBytes"]
     if checks.expect(problems, "server.maxRequestBytes", max_bytes, int, "an integer") and max_bytes < 64 * 1024:
         problems.append("server.maxRequestBytes: must be at least 65536 (admission bodies reach several MiB)")
+    connections, inflight = server["maxConnections"], server["maxInflightBytes"]
+    if checks.expect(problems, "server.maxConnections", connections, int, "an integer") and connections < 1:
+        problems.append("server.maxConnections: must be at least 1")
+    if (
+        checks.expect(problems, "server.maxInflightBytes", inflight, int, "an integer")
+        and isinstance(max_bytes, int)
+        and inflight < max_bytes
+    ):
+        problems.append(f"server.maxInflightBytes: must be at least server.maxRequestBytes ({max_bytes})")
     # server.* periods: (key, lowest, highest, lowest allowed itself, 0 allowed too, what to say)
     seconds: dict[str, float] = {}
     for key, low, high, low_ok, zero_ok, rule in (
@@ -403,6 +416,8 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
         policy=policy,
         cluster_version_auto=auto,
         max_request_bytes=max_bytes,
+        max_connections=connections,
+        max_inflight_bytes=inflight,
         cert_reload_seconds=seconds["certReloadSeconds"],
         config_reload_seconds=seconds["configReloadSeconds"],
         drain_seconds=seconds["drainSeconds"],

@@ -20,6 +20,12 @@ Ours, because neither library has it (each a few lines, marked below):
   that would be refused (aiohttp's own expect handler, which lives in the router we do not use,
   is mirrored in `_continue`);
 - 408 for a body not complete within server.bodySeconds;
+- the caps (server.maxConnections, server.maxInflightBytes): a connection past the first is
+  answered 503 before any request is read; a large body (past SMALL_BODY) that does not fit the
+  in-flight budget, 503 before it is read. Small bodies, what the API server sends nearly always,
+  are never refused for it: their memory is bounded by the connection cap;
+- fairness: large reviews are judged one at a time and only after the loop has had its turn, so
+  a bystander's small review waits for at most one large one, never for a queue of them;
 - the log: a client's mistake is one WARNING line (malformed request) or DEBUG (reset, timeout,
   close_notify), never aiohttp's ERROR traceback; a failure of ours still is one.
 
@@ -46,6 +52,10 @@ log = logging.getLogger("gpu-policy.http")
 LINGER_SECONDS: Final = 1.0  # how long a refused request's body is read and dropped (aiohttp: lingering_time)
 MAX_LINE: Final = 8190  # request line, and each header line (aiohttp's defaults; the API server's are < 1 KiB)
 MAX_HEADERS: Final = 100  # header lines per request (aiohttp's default is 128)
+# Bodies up to this size (nearly every review: a pod is a few KiB) skip the in-flight budget and
+# the large-review lane; aiohttp buffers at most about this much per connection before a handler reads.
+SMALL_BODY: Final = 64 * 1024
+BUSY_LOG_SECONDS: Final = 10.0  # refusals for load are logged at most this often (a flood is one line)
 
 
 class Route:
@@ -64,10 +74,11 @@ class Connection(web.RequestHandler):
     """aiohttp's connection protocol plus the two deadlines it lacks, stamped here and enforced
     by the server's sweep (a stamp per request costs less than a timer per request)."""
 
-    __slots__ = ("busy", "clock", "closing_since", "headers_since", "socket", "stalled_since")
+    __slots__ = ("busy", "clock", "closing_since", "full", "headers_since", "socket", "stalled_since")
 
-    def __init__(self, manager: web.Server, **kwargs: Any) -> None:
+    def __init__(self, manager: web.Server, full: Callable[[], bool], **kwargs: Any) -> None:
         super().__init__(manager, **kwargs)
+        self.full = full  # the server is at maxConnections: this connection is refused
         self.clock: Callable[[], float] = kwargs["loop"].time
         self.busy = False  # our handler is running: bytes that arrive now are its body
         self.headers_since = 0.0  # a request's first bytes (or the connection) arrived then, headers not complete
@@ -78,6 +89,13 @@ class Connection(web.RequestHandler):
         self.socket: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if self.full():
+            # Past maxConnections: one 503 and the connection closes, nothing of it is read (aiohttp
+            # never hears of it: force_close makes its data_received drop whatever arrives).
+            self.force_close()
+            transport.write(BUSY)  # type: ignore[attr-defined]
+            transport.close()
+            return
         super().connection_made(transport)
         self.socket = transport  # type: ignore[assignment]
         # As Go's ReadHeaderTimeout: a new connection owes its first request's headers from now on.
@@ -115,6 +133,16 @@ class Connection(web.RequestHandler):
         return refusal(status, f"malformed HTTP request: {text}")
 
 
+def _busy_answer() -> bytes:
+    """The 503 a connection past maxConnections gets, whole, written before any request is read."""
+    body = dumps({"error": "too many connections (server.maxConnections): try again"})
+    head = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+    return f"{head}Connection: close\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
+
+
+BUSY: Final = _busy_answer()
+
+
 class Transport:
     """One listening socket answering `routes` (path -> Route) under the server section of `settings`
     (maxRequestBytes and the idle, header, body and write deadlines)."""
@@ -130,6 +158,10 @@ class Transport:
         self._aiohttp: web.Server | None = None
         self._listener: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        self.inflight = 0  # bytes of large bodies being received or judged (server.maxInflightBytes)
+        self._lane = asyncio.Lock()  # large reviews are judged one at a time (see _judge)
+        self.refused = 0  # requests and connections answered 503 for load since the last log line
+        self._refused_logged = 0.0
 
     async def start(
         self, host: str, port: int, ssl_context: ssl.SSLContext | None, *, reuse_port: bool = False
@@ -155,8 +187,16 @@ class Transport:
         }
         server = self._aiohttp = web.Server(self._handle, request_factory=request)
 
+        cap = limits.max_connections
+
+        def full() -> bool:
+            if len(server.connections) < cap:
+                return False
+            self._busy(f"{len(server.connections)} connections open (server.maxConnections {cap})")
+            return True
+
         def connection() -> Connection:  # aiohttp's own factory, with our Connection
-            return Connection(server, loop=loop, **options)
+            return Connection(server, full, loop=loop, **options)
 
         self._listener = await loop.create_server(
             connection,
@@ -252,6 +292,7 @@ class Transport:
         # Headers are complete: the header deadline is met; until we return, bytes are this body.
         conn.busy = True
         conn.headers_since = 0.0
+        reserved = 0  # of the in-flight budget, given back when the answer is built
         try:
             route = self.routes.get(request.path)
             if route is None:
@@ -263,6 +304,19 @@ class Transport:
             body = b""
             if route.body:
                 limit = self.settings.max_request_bytes
+                declared = request.content_length
+                if declared is None or declared > SMALL_BODY:
+                    # A large body (or one of unknown length, counted at the limit) must fit the
+                    # in-flight budget before a byte of it is read; refused ones never are.
+                    need = limit if declared is None else min(declared, limit)
+                    budget = self.settings.max_inflight_bytes
+                    if self.inflight + need > budget:
+                        self._busy(f"{self.inflight} bytes of request bodies in flight (server.maxInflightBytes)")
+                        response = refusal(503, f"too many large requests in flight ({budget} bytes): try again")
+                        response.headers[hdrs.RETRY_AFTER] = "1"
+                        return response
+                    self.inflight += need
+                    reserved = need
                 content = request.content
                 if content.is_eof() and hdrs.EXPECT not in request.headers:
                     # Most bodies arrive with their headers: taken as they are, no copy, no wait
@@ -278,7 +332,7 @@ class Transport:
                         self.on_body_wait(1)
                         try:
                             async with asyncio.timeout(self.settings.body_seconds):
-                                body = await request.read()
+                                body = await _read_body(content, limit)
                         finally:
                             self.on_body_wait(-1)
                     except web.HTTPRequestEntityTooLarge:
@@ -288,13 +342,40 @@ class Transport:
                         seconds = self.settings.body_seconds
                         return refusal(408, f"request body not complete within {seconds:g} s")
             try:
-                answer = route.handler(request.content_type, body)
+                if len(body) > SMALL_BODY:
+                    answer = await self._judge(route.handler, request.content_type, body)
+                else:
+                    answer = route.handler(request.content_type, body)
             except Exception:  # the handlers catch their own; this is the transport's last line
                 log.exception("internal error answering %s", request.path)
                 answer = (500, TEXT, b"internal error\n", True)
             return self._reply(answer)
         finally:
             conn.busy = False
+            self.inflight -= reserved
+
+    async def _judge(self, handler: Handler, content_type: str, body: bytes) -> Answer:
+        """A large review: judged in the lane, one at a time, after two turns of the loop.
+
+        Judging is synchronous (a 4 MiB review is up to ~250 ms of parsing and walking), so while
+        one runs nothing else does. Without the lane, three clients sending large reviews back to
+        back put a queue of them ahead of a small review that arrived meanwhile; with it, the
+        small review's bytes are read and judged in the turns the next large one yields (one turn
+        for its data to be parsed into a request, one for its handler), so it waits for at most
+        the one large review already running."""
+        async with self._lane:
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            return handler(content_type, body)
+
+    def _busy(self, why: str) -> None:
+        """A refusal for load: counted, and logged at most once per BUSY_LOG_SECONDS."""
+        self.refused += 1
+        now = asyncio.get_running_loop().time()
+        if now - self._refused_logged >= BUSY_LOG_SECONDS:
+            log.warning("refusing requests with 503: %s; %d refused since the last such line", why, self.refused)
+            self.refused = 0
+            self._refused_logged = now
 
     async def _before_body(self, request: web.BaseRequest, limit: int) -> web.StreamResponse | None:
         """Before the body is read: 413 from a declared length past the limit; else what an
@@ -330,6 +411,19 @@ class Transport:
             # a new one (to a replica that is staying) instead of reusing ours as we stop.
             response.force_close()
         return response
+
+
+async def _read_body(content: Any, limit: int) -> bytes:
+    """The body, refused as it crosses `limit` whatever the chunking, as aiohttp's
+    `BaseRequest.read` does, but not cached on the request: aiohttp's connection loop keeps its
+    last request alive while the connection waits for the next one, and an idle keep-alive
+    connection held the 4 MiB it was last sent until then (20 of them: +91 MiB)."""
+    body = bytearray()
+    while chunk := await content.readany():
+        body += chunk
+        if len(body) > limit:
+            raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=len(body))
+    return bytes(body)
 
 
 def refusal(status: int, message: str) -> web.Response:

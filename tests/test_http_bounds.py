@@ -1,0 +1,254 @@
+"""Issue 33: the work, memory and connections a hostile client can cause are bounded by what it sends.
+
+Each test runs the real server process over real TLS and prints its figure: peak RSS growth from
+/proc/PID/status, a bystander's latency while attackers send the largest reviews the server takes,
+and what the caps answer. The shipped limits (maxRequestBytes 4 MiB, the budgets of
+webhook.policy.objects) are what is tested unless a test says otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.apiserver import ApiServer
+from tests.helpers import Server, container, pod
+from tests.rawhttp import connect, post, read_until_closed, responses
+from tests.test_http_slow_clients import rss_kb, timed_reviews
+from webhook.config.defaults import MAX_REQUEST_BYTES
+from webhook.policy.objects import MAX_CONTAINERS
+
+
+def largest(make: Callable[[int], dict[str, Any]], limit: int = MAX_REQUEST_BYTES) -> bytes:
+    """The review of make(n) for the largest n whose body fits `limit` (what the server still reads)."""
+
+    def body(n: int) -> bytes:
+        return json.dumps(ApiServer.build(make(n))).encode()
+
+    low, high = 1, 2
+    while len(body(high)) <= limit:
+        low, high = high, high * 2
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if len(body(mid)) <= limit else (low, mid)
+    return body(low)
+
+
+def many_host_paths(n: int) -> dict[str, Any]:
+    """The costliest shape to judge per byte that the budgets still take whole: one container,
+    tens of thousands of hostPath volumes, each read by three hostPath rules."""
+    p = pod(container("app", image="registry.example.com/app:1"))
+    p["spec"]["volumes"] = [{"name": f"v{i}", "hostPath": {"path": f"/data/d{i}"}} for i in range(n)]
+    return p
+
+
+def privileged_gpu_containers(n: int) -> dict[str, Any]:
+    """Past the container budget: parsed whole, then refused as too large to judge."""
+    return pod(*(container(f"c{i}", gpu="1", privileged=True) for i in range(n)))
+
+
+@pytest.fixture(scope="module")
+def shipped(start_server: Callable[..., Server]) -> Server:
+    """The shipped server limits."""
+    return start_server({"clusterVersion": "1.30"})
+
+
+def test_too_large_to_judge_is_denied_and_never_partly_patched(shipped: Server) -> None:
+    """Past MAX_CONTAINERS: /validate denies naming the field and the budget; /mutate answers the
+    same error and no patch (its failurePolicy Ignore then leaves the pod to /validate's denial)."""
+    api = shipped.client()
+    try:
+        huge = ApiServer.build(pod(*(container(f"c{i}") for i in range(MAX_CONTAINERS + 1))))
+        for path in ("/validate", "/mutate"):
+            answer = api.review(path, huge)
+            assert answer["allowed"] is False and "patch" not in answer
+            assert answer["status"]["message"] == (
+                f"gpu-policy cannot judge this Pod: spec.containers holds {MAX_CONTAINERS + 1} containers: "
+                f"too large to judge (at most {MAX_CONTAINERS})"
+            )
+    finally:
+        api.close()
+    assert shipped.log_problems() == []
+
+
+def test_a_bystander_is_answered_while_three_clients_send_the_largest_reviews(shipped: Server) -> None:
+    """Three connections send the largest reviews the server reads (4 MiB each: tens of
+    thousands of hostPaths, judged whole; and privileged GPU containers past the budget) back to
+    back; a fourth sends small reviews. Bounds: the bystander's p99 < 1 s; the server's peak RSS
+    grows by less than 200 MiB (the chart's limit is 256Mi); every large review answered 200."""
+    bodies = [largest(many_host_paths), largest(privileged_gpu_containers)]
+    assert all(MAX_REQUEST_BYTES - 2048 < len(b) <= MAX_REQUEST_BYTES for b in bodies)
+    before = rss_kb(shipped.proc.pid)
+    stop = threading.Event()
+    answered: list[int] = []
+    costs: list[float] = []
+
+    def attacker(index: int) -> None:
+        api = shipped.client(timeout_seconds=30)
+        try:
+            sent = 0
+            while not stop.is_set() and sent < 60:  # bounded: 60 reviews each at most
+                started = time.monotonic()
+                raw = api.post("/validate" if sent % 2 else "/mutate", bodies[(index + sent) % 2])
+                costs.append(time.monotonic() - started)
+                answered.append(raw.status)
+                sent += 1
+        finally:
+            api.close()
+
+    threads = [threading.Thread(target=attacker, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)  # the attackers are at it
+    try:
+        took = timed_reviews(shipped, 60, 0.05)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    growth = (rss_kb(shipped.proc.pid, "VmHWM") - before) / 1024
+    took.sort()
+    p50, p99 = statistics.median(took), took[int(len(took) * 0.99) - 1]
+    print(
+        f"\nbystander beside 3 clients sending 4 MiB reviews ({len(answered)} sent, each "
+        f"{statistics.median(costs) * 1000:.0f} ms median): p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, "
+        f"max {took[-1] * 1000:.0f} ms; peak RSS +{growth:.0f} MiB"
+    )
+    assert set(answered) == {200} and len(answered) >= 6
+    assert p99 < 1.0
+    assert growth < 200
+    assert shipped.log_problems() == []
+
+
+def test_connections_past_the_cap_get_503_before_anything_is_read(start_server: Callable[..., Server]) -> None:
+    """maxConnections 40: forty open connections are served; the 41st is answered 503 with
+    Retry-After at once and closed; once some close, new ones are served. The log: one WARNING
+    for the flood, no ERROR."""
+    server = start_server({"clusterVersion": "1.30", "server": {"maxConnections": 40}})
+    held = [server.client() for _ in range(40)]
+    try:
+        for api in held:
+            assert api.post("/validate", json.dumps(ApiServer.build(pod(container("a")))).encode()).status == 200
+        refused = []
+        for _ in range(20):
+            started = time.monotonic()
+            s = connect(server)
+            raw, closed = read_until_closed(s, 2.0)
+            refused.append(time.monotonic() - started)
+            s.close()
+            [(status, headers, body)] = responses(raw)
+            assert status == 503 and headers["retry-after"] == "1" and closed
+            assert json.loads(body) == {"error": "too many connections (server.maxConnections): try again"}
+        for api in held[:5]:
+            api.close()
+        time.sleep(0.2)
+        assert timed_reviews(server, 3, 0.0)
+    finally:
+        for api in held:
+            api.close()
+    print(f"\npast maxConnections: 503 and closed within {max(refused) * 1000:.0f} ms")
+    log = server.log.read_text()
+    assert log.count("refusing requests with 503: 40 connections open (server.maxConnections 40)") == 1
+    assert server.log_problems() == []
+
+
+def test_large_bodies_past_the_inflight_budget_get_503_and_small_ones_are_still_served(
+    start_server: Callable[..., Server],
+) -> None:
+    """maxRequestBytes 1 MiB, maxInflightBytes 2 MiB: two clients declare 1 MiB bodies and send
+    half; a third large body is answered 503 before it is sent; small reviews are served
+    meanwhile (they never count against the budget); once the two are answered 408, large ones fit
+    again."""
+    limit = 1024 * 1024
+    server = start_server(
+        {
+            "clusterVersion": "1.30",
+            "server": {"maxRequestBytes": limit, "maxInflightBytes": 2 * limit, "bodySeconds": 2.0},
+        }
+    )
+    half = post(b" " * (limit // 2), length=limit)[: limit // 2]
+    stalled = []
+    for _ in range(2):
+        s = connect(server)
+        s.sendall(half)
+        stalled.append(s)
+    time.sleep(0.3)
+    third = connect(server)
+    started = time.monotonic()
+    third.sendall(post(b"", length=limit))  # headers only: the answer must not wait for the body
+    raw, _closed = read_until_closed(third, 1.5)
+    refused_in = time.monotonic() - started
+    third.close()
+    [(status, headers, body)] = responses(raw)
+    assert status == 503 and headers["retry-after"] == "1"
+    assert json.loads(body) == {"error": f"too many large requests in flight ({2 * limit} bytes): try again"}
+    assert max(timed_reviews(server, 5, 0.0)) < 1.0
+    for s in stalled:
+        [(status, _h, _b)] = responses(read_until_closed(s, 4.0)[0])
+        assert status == 408
+        s.close()
+    api = server.client()
+    try:
+        big = ApiServer.build(many_host_paths(10_000))
+        assert api.post("/validate", json.dumps(big).encode()).status == 200
+    finally:
+        api.close()
+    print(f"\npast maxInflightBytes: 503 before its body was sent, closed after {refused_in * 1000:.0f} ms")
+    assert server.log_problems() == []
+
+
+def test_idle_connections_after_large_reviews_hold_little(shipped: Server) -> None:
+    """Twenty connections each send one 4 MiB review, then sit idle (the API server's pool).
+    Bound: what the idle connections hold (RSS with them open, less RSS once they are closed) is
+    under 256 KiB each, where each held the 4 MiB it was last sent (aiohttp kept the request)."""
+    body = largest(many_host_paths)
+    clients = [shipped.client(timeout_seconds=30) for _ in range(20)]
+    try:
+        for api in clients:
+            assert api.post("/validate", body).status == 200
+        time.sleep(0.5)
+        idle = rss_kb(shipped.proc.pid)
+    finally:
+        for api in clients:
+            api.close()
+    time.sleep(1.0)
+    held = (idle - rss_kb(shipped.proc.pid)) / 20
+    print(f"\n20 idle connections after a 4 MiB review each: {held:.0f} KiB held by each")
+    assert held < 256
+    assert shipped.log_problems() == []
+
+
+def test_a_listener_flood_of_silent_sockets_is_bounded(start_server: Callable[..., Server]) -> None:
+    """500 TCP connections that never start TLS, against maxConnections 100: a review on a new
+    connection is answered within 1 s meanwhile, and all are closed after headerSeconds."""
+    server = start_server({"clusterVersion": "1.30", "server": {"maxConnections": 100, "headerSeconds": 1.0}})
+    silent = []
+    try:
+        for _ in range(500):
+            s = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+            silent.append(s)
+        took = timed_reviews(server, 3, 0.0)
+        assert max(took) < 1.0
+        time.sleep(2.5)
+        closed = 0
+        for s in silent:
+            s.settimeout(0.01)
+            try:
+                closed += s.recv(1) == b""
+            except ConnectionError:  # aborted: a reset is closed too
+                closed += 1
+            except TimeoutError:
+                pass
+    finally:
+        for s in silent:
+            s.close()
+    print(f"\n500 silent sockets: a review meanwhile in {max(took) * 1000:.0f} ms; {closed} closed after headerSeconds")
+    assert closed == 500
+    assert server.log_problems() == []
