@@ -4,7 +4,9 @@ Mounted Secrets are updated by a symlink swap, which sends no dependable inotify
 so `CertReloader` polls a SHA-256 of the two files. A changed pair is loaded into a new
 SSLContext first; only if it loads (the key matches the certificate) does it become the
 context for new handshakes, picked in the SNI callback. Open connections keep the
-context they were accepted with; a broken pair is logged and the old one stays.
+context they were accepted with; a pair that does not load yet (files overwritten in place
+are read half-way through, a Secret is updated file by file) is retried every RETRY_SECONDS,
+quietly, and only a pair still broken after GRACE_SECONDS is one WARNING; the old one stays.
 """
 
 from __future__ import annotations
@@ -13,10 +15,15 @@ import asyncio
 import hashlib
 import logging
 import ssl
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Final
 
 log = logging.getLogger("gpu-policy.tls")
+
+RETRY_SECONDS: Final = 0.5  # a pair in transition is read again this often
+GRACE_SECONDS: Final = 5.0  # a changed pair that still does not load after this is a WARNING
 
 
 def new_context(cert: str | Path, key: str | Path) -> ssl.SSLContext:
@@ -50,6 +57,8 @@ class CertReloader:
         self.current = self.context
         self.not_after = not_after(self.cert)
         self.on_reload: Callable[[], None] | None = None
+        self.broken_since = 0.0  # the changed files first failed to load then (0: they did not)
+        self.warned = ""  # the broken pair (its digest, or the read error) already warned about
 
     def _pick(self, sslobj: ssl.SSLObject, _server_name: str | None, _ctx: ssl.SSLContext) -> None:
         # OpenSSL calls this for every ClientHello, with or without SNI.
@@ -68,16 +77,16 @@ class CertReloader:
         try:
             digest = self._read_digest()
         except OSError as exc:
-            log.warning("cannot read %s or %s (%s); keeping the current certificate", self.cert, self.key, exc)
-            return False
+            return self._broken(f"cannot read {self.cert} or {self.key} ({exc})", str(exc))
         if digest == self._digest:
+            self.broken_since = 0.0
             return False
         try:
             fresh = new_context(self.cert, self.key)
         except (ssl.SSLError, OSError) as exc:
-            # Half-written or mismatched pair (Secrets are updated file by file): retry next poll.
-            log.error("new certificate in %s does not load (%s); keeping the current one", self.cert.parent, exc)
-            return False
+            return self._broken(f"the new certificate in {self.cert.parent} does not load ({exc})", digest)
+        self.broken_since = 0.0
+        self.warned = ""
         self._digest = digest
         self.current = fresh
         self.not_after = not_after(self.cert)
@@ -86,7 +95,20 @@ class CertReloader:
         log.info("serving the new certificate from %s", self.cert)
         return True
 
+    def _broken(self, why: str, which: str) -> bool:
+        """A changed pair that does not load: DEBUG while it may be in transition, one WARNING
+        (per broken pair) once it has not loaded for GRACE_SECONDS."""
+        now = time.monotonic()
+        if not self.broken_since:
+            self.broken_since = now
+        if now - self.broken_since < GRACE_SECONDS or which == self.warned:
+            log.debug("%s; retrying, the current certificate stays", why)
+        else:
+            log.warning("%s for %.0f s; keeping the current certificate", why, now - self.broken_since)
+            self.warned = which
+        return False
+
     async def run(self) -> None:
         while True:
-            await asyncio.sleep(self.interval)
+            await asyncio.sleep(min(self.interval, RETRY_SECONDS) if self.broken_since else self.interval)
             self.check()
