@@ -78,10 +78,14 @@ def reviews() -> dict[str, dict[str, Any]]:
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": "serve", "namespace": "team"},
-        "spec": {"replicas": 2, "template": {"metadata": {"labels": {"app": "serve"}}, "spec": copy.deepcopy(p["spec"])}},
+        "spec": {
+            "replicas": 2,
+            "template": {"metadata": {"labels": {"app": "serve"}}, "spec": copy.deepcopy(p["spec"])},
+        },
     }
     debugged = copy.deepcopy(p)
-    debugged["spec"]["ephemeralContainers"] = [{"name": "debugger", "image": "busybox:1.36", "targetContainerName": "train"}]
+    debugger = {"name": "debugger", "image": "busybox:1.36", "targetContainerName": "train"}
+    debugged["spec"]["ephemeralContainers"] = [debugger]
     claim = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
