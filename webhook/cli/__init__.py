@@ -103,6 +103,11 @@ def parser() -> argparse.ArgumentParser:
     s = command("serve", "run the HTTPS admission webhook", SERVE)
     s.add_argument("--config", help="YAML config file (default: built-in defaults)")
     s.add_argument("--cert-dir", required=True, help="folder with tls.crt and tls.key (reloaded when they change)")
+    s.add_argument(
+        "--client-ca",
+        help="PEM file of the CA that signs the API server's client certificate (its AdmissionConfiguration "
+        "kubeConfigFile): the HTTPS port then serves no other client (reloaded with the pair)",
+    )
     s.add_argument("--host", default="0.0.0.0", help="address of the HTTPS port")
     s.add_argument("--port", type=int, default=8443, help="the HTTPS port: reviews and probes")
     s.add_argument("--workers", type=int, default=1, help="processes sharing the port (SO_REUSEPORT)")

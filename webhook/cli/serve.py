@@ -35,7 +35,7 @@ def _serve_one(
 ) -> None:
     from ..serve.tls import CertReloader
 
-    reloader = CertReloader(args.cert_dir, settings.cert_reload_seconds)
+    reloader = CertReloader(args.cert_dir, settings.cert_reload_seconds, args.client_ca)
     try:
         import uvloop
 

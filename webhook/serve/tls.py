@@ -26,11 +26,17 @@ RETRY_SECONDS: Final = 0.5  # a pair in transition is read again this often
 GRACE_SECONDS: Final = 5.0  # a changed pair that still does not load after this is a WARNING
 
 
-def new_context(cert: str | Path, key: str | Path) -> ssl.SSLContext:
+def new_context(cert: str | Path, key: str | Path, client_ca: str | Path | None = None) -> ssl.SSLContext:
+    """The serving context; with `client_ca`, a client must present a certificate that CA signed
+    (the API server's, from its AdmissionConfiguration kubeConfigFile), or its handshake fails
+    before a byte of HTTP is read."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.set_alpn_protocols(["http/1.1"])  # what we speak; clients that insist on ALPN get an answer
     ctx.load_cert_chain(str(cert), str(key))
+    if client_ca is not None:
+        ctx.load_verify_locations(cafile=str(client_ca))
+        ctx.verify_mode = ssl.CERT_REQUIRED
     return ctx
 
 
@@ -47,12 +53,13 @@ def not_after(cert: Path) -> float:
 class CertReloader:
     """Owns the listening SSLContext and swaps in new certificates for new handshakes."""
 
-    def __init__(self, cert_dir: str | Path, interval: float = 10.0) -> None:
+    def __init__(self, cert_dir: str | Path, interval: float = 10.0, client_ca: str | Path | None = None) -> None:
         self.cert = Path(cert_dir) / "tls.crt"
         self.key = Path(cert_dir) / "tls.key"
+        self.client_ca = Path(client_ca) if client_ca is not None else None  # reloaded with the pair
         self.interval = interval
         self._digest = self._read_digest()
-        self.context = new_context(self.cert, self.key)  # fails fast at start-up
+        self.context = new_context(self.cert, self.key, self.client_ca)  # fails fast at start-up
         self.context.sni_callback = self._pick
         self.current = self.context
         self.not_after = not_after(self.cert)
@@ -70,6 +77,9 @@ class CertReloader:
         h.update(self.cert.read_bytes())
         h.update(b"\0")
         h.update(self.key.read_bytes())
+        if self.client_ca is not None:
+            h.update(b"\0")
+            h.update(self.client_ca.read_bytes())
         return h.hexdigest()
 
     def check(self) -> bool:
@@ -82,7 +92,7 @@ class CertReloader:
             self.broken_since = 0.0
             return False
         try:
-            fresh = new_context(self.cert, self.key)
+            fresh = new_context(self.cert, self.key, self.client_ca)
         except (ssl.SSLError, OSError) as exc:
             return self._broken(f"the new certificate in {self.cert.parent} does not load ({exc})", digest)
         self.broken_since = 0.0
