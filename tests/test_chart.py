@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -358,3 +359,30 @@ def test_network_policy_opens_the_webhook_port_and_metrics_only_to_named_namespa
     # No namespaces named: no metrics rule at all (an empty `from` would admit every source).
     docs = render({"networkPolicy": {"enabled": True}}, tmp=tmp_path)
     assert [list(rule) for rule in find(docs, "NetworkPolicy")["spec"]["ingress"]] == [["ports"]]
+
+
+def test_client_ca_mounts_the_ca_passes_it_and_moves_the_probes(tmp_path: Path) -> None:
+    """server.clientCA.configMap: the CA is mounted and given to `serve --client-ca`, and the
+    probes (the kubelet presents no client certificate) go to the plain metrics port; without a
+    metrics port the render fails saying why. Unset: nothing changes."""
+    docs = render({"server": {"clientCA": {"configMap": "apiserver-client-ca"}}}, tmp=tmp_path)
+    assert isinstance(docs, list)
+    deployment = find(docs, "Deployment")
+    kubernetes_validate.validate(deployment, schema_version("1.30.0"), strict=True)
+    pod_spec = deployment["spec"]["template"]["spec"]
+    (webhook,) = pod_spec["containers"]
+    assert "--client-ca=/etc/gpu-policy/client-ca/ca.crt" in webhook["args"]
+    assert {"name": "client-ca", "mountPath": "/etc/gpu-policy/client-ca", "readOnly": True} in webhook["volumeMounts"]
+    assert {"name": "client-ca", "configMap": {"name": "apiserver-client-ca"}} in pod_spec["volumes"]
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert webhook[probe]["httpGet"]["port"] == "metrics" and webhook[probe]["httpGet"]["scheme"] == "HTTP"
+    plain = render({}, tmp=tmp_path)
+    assert isinstance(plain, list)
+    (default,) = find(plain, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert not any(a.startswith("--client-ca") for a in default["args"])
+    assert default["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
+    failed = render(
+        {"server": {"clientCA": {"configMap": "apiserver-client-ca"}, "metricsPort": 0}}, tmp=tmp_path, check=False
+    )
+    assert isinstance(failed, subprocess.CompletedProcess) and failed.returncode != 0
+    assert "server.clientCA needs server.metricsPort" in failed.stderr
