@@ -55,6 +55,10 @@ MAX_HEADERS: Final = 100  # header lines per request (aiohttp's default is 128)
 # Bodies up to this size (nearly every review: a pod is a few KiB) skip the in-flight budget and
 # the large-review lane; aiohttp buffers at most about this much per connection before a handler reads.
 SMALL_BODY: Final = 64 * 1024
+# An answer to a body past this closes its connection: the TLS read buffer (256 KiB in asyncio's
+# and uvloop's SSL protocol) stays touched while a connection lives, so 20 idle connections that
+# had each sent a 4 MiB review held 193 KiB each; reconnecting costs one handshake per large review.
+CLOSE_AFTER: Final = 256 * 1024
 BUSY_LOG_SECONDS: Final = 10.0  # refusals for load are logged at most this often (a flood is one line)
 
 
@@ -349,6 +353,8 @@ class Transport:
             except Exception:  # the handlers catch their own; this is the transport's last line
                 log.exception("internal error answering %s", request.path)
                 answer = (500, TEXT, b"internal error\n", True)
+            if len(body) > CLOSE_AFTER and not answer[3]:
+                answer = (answer[0], answer[1], answer[2], True)
             return self._reply(answer)
         finally:
             conn.busy = False
