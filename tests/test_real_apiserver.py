@@ -14,6 +14,7 @@ validating webhook after isolation's `void`.
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import os
 import shutil
@@ -27,6 +28,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonpatch
 import pytest
 
 from tests.chart import find, render
@@ -195,6 +197,105 @@ def c(name: str = "app", **fields: Any) -> dict[str, Any]:
 
 def nvd(value: str) -> dict[str, str]:
     return {"name": "NVIDIA_VISIBLE_DEVICES", "value": value}
+
+
+def pods_of(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pods a corpus object makes: itself, or its pod templates (Deployment-like, CronJob)."""
+    if obj.get("kind") == "Pod":
+        return [copy.deepcopy(obj)]
+    spec = obj.get("spec") or {}
+    template = spec.get("template") or ((spec.get("jobTemplate") or {}).get("spec") or {}).get("template")
+    if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
+        return []
+    meta = {k: v for k, v in (template.get("metadata") or {}).items() if k in ("labels", "annotations")}
+    return [{"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": copy.deepcopy(template["spec"])}]
+
+
+def env_of(container: dict[str, Any]) -> list[tuple[str, str, bool]] | None:
+    env = container.get("env")
+    return None if env is None else [(e["name"], e.get("value", ""), "valueFrom" in e) for e in env]
+
+
+def test_native_isolation_in_the_real_api_server_with_no_webhook(
+    real_api: RealApi, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Issue 35: the chart's MutatingAdmissionPolicy (enforcement both, as rendered for 1.36),
+    created in the real API server with no webhook registered at all (the outage). Every corpus
+    pod (and each corpus workload's pod template) is created with dryRun: the env the API server
+    gives each container must be exactly what the webhook's own patch gives it. Runs before the
+    webhooks fixture exists, and removes the policy after."""
+    from webhook.admission import mutate
+    from webhook.admission.review import parse
+    from webhook.config import default_policy
+    from tests.apiserver import ApiServer
+    from tests.helpers import corpus
+
+    docs = render({"enforcement": "both"}, kube_version="1.36.0", tmp=tmp_path_factory.mktemp("native"))
+    assert isinstance(docs, list)
+    created = []
+    for kind, plural in (
+        ("MutatingAdmissionPolicy", "mutatingadmissionpolicies"),
+        ("MutatingAdmissionPolicyBinding", "mutatingadmissionpolicybindings"),
+    ):
+        doc = find(docs, kind)
+        code, body, _ = real_api.call("POST", f"/apis/admissionregistration.k8s.io/v1/{plural}", doc)
+        assert code == 201, [(c_.get("field"), c_.get("message", "").split("\": ", 1)[-1][:700]) for c_ in body.get("details", {}).get("causes", [])]
+        created.append(f"/apis/admissionregistration.k8s.io/v1/{plural}/{doc['metadata']['name']}")
+    try:
+        probe = pod(c("probe"))
+        deadline = time.monotonic() + 30
+        while True:
+            code, body, _ = real_api.create_pod(probe)
+            if code == 201 and body["spec"]["containers"][0].get("env"):
+                break
+            assert time.monotonic() < deadline, ("the policy never took effect", code, body)
+            time.sleep(0.5)
+        policy = default_policy(cluster_version=(1, 36))
+        compared = refused = 0
+        gpu = {"limits": {"nvidia.com/gpu": 1}}
+        shapes = {
+            "cpu-all": pod(c(env=[nvd("all")])),
+            "gpu-zero": pod(c(resources={"limits": {"nvidia.com/gpu": 0}})),
+            "mig": pod(c(resources={"limits": {"nvidia.com/mig-1g.5gb": 1}})),
+            "time-sliced": pod(c(resources={"limits": {"nvidia.com/gpu.shared": 1}})),
+            "companion-only": pod(c(resources={"limits": {"nvidia.com/gpumem": 4000}})),
+            "envfrom-cpu": pod(c(envFrom=[{"configMapRef": {"name": "x"}}])),
+            "envfrom-prefixed": pod(c(env=[nvd("0")], envFrom=[{"configMapRef": {"name": "x"}, "prefix": "NVIDIA_"}])),
+            "init-and-gpu": pod(c("train", resources=gpu), initContainers=[c("fetch", image="busybox")]),
+            "already-void": pod(c(env=[nvd("all"), nvd("void")])),
+            "void-then-all": pod(c(env=[nvd("void"), nvd("all")])),
+            "value-from": pod(c(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}])),
+            "claim": pod(
+                c(resources={"claims": [{"name": "g"}]}),
+                resourceClaims=[{"name": "g", "resourceClaimTemplateName": "one-gpu"}],
+            ),
+        }
+        cases = {name: pods_of(obj) for name, obj in corpus().items()} | {k: [v] for k, v in shapes.items()}
+        for name, made in cases.items():
+            for p in made:
+                p["metadata"] = {**p.get("metadata", {}), "generateName": "corpus-", "namespace": "ml"}
+                p["metadata"].pop("name", None)
+                code, body, _ = real_api.create_pod(p)
+                if code != 201:
+                    refused += 1  # the API server's own validation (e.g. a hostPort clash): not ours
+                    assert "MutatingAdmissionPolicy" not in json.dumps(body), (name, body)
+                    continue
+                # The webhook's patch, on the pod as the API server sent it to admission.
+                review = ApiServer.build(p, namespace="ml")
+                outcome = mutate(parse(review), policy)
+                expected = jsonpatch.apply_patch(copy.deepcopy(p), list(outcome.ops))
+                for field in ("initContainers", "containers"):
+                    # Entries as (name, value, from elsewhere): the API server defaults what valueFrom holds.
+                    got = [env_of(c_) for c_ in body["spec"].get(field, [])]
+                    want = [env_of(c_) for c_ in expected["spec"].get(field, [])]
+                    assert got == want, (name, field, got, want)
+                compared += 1
+        print(f"\nnative isolation, real API server, no webhook: {compared} corpus pods patched as the webhook does, "
+              f"{refused} refused by the API server's own validation")
+        assert compared > 40
+    finally:
+        for path in reversed(created):
+            real_api.call("DELETE", path)
 
 
 @pytest.mark.parametrize(

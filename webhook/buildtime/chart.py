@@ -218,5 +218,7 @@ def template_source() -> str:
             + rule_yaml(group, "*", res, "*")
             + "{{- end }}\n"
         )
-    out += "{{- end -}}\n"
-    return out
+    out += "{{- end -}}\n\n"
+    from .native import defines
+
+    return out + defines()

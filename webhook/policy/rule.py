@@ -117,6 +117,20 @@ class ObjectRule:
 
 
 @dataclass(frozen=True, slots=True)
+class NativeMutation:
+    """A mutation's CEL twin, which the chart renders as a MutatingAdmissionPolicy the API server
+    runs in-process (webhook.buildtime.native): no replica to lose, so it holds through the
+    webhook's outage. Written beside the mutation it mirrors; `@name@` marks a value the chart
+    fills in from its policy values at render time (webhook.buildtime.native.VALUES), so the
+    policy needs no parameter object. tests/test_native.py proves it patches every pod exactly
+    as the mutation does."""
+
+    conditions: tuple[tuple[str, str], ...]  # (name, CEL): the request is mutated when all are true
+    variables: tuple[tuple[str, str], ...]  # (name, CEL), once per request, as variables.<name>
+    patch: str  # CEL of the JSONPatch list
+
+
+@dataclass(frozen=True, slots=True)
 class Mutation:
     """A mutation of Pods: pure, idempotent, built from the fields it touches."""
 
@@ -131,3 +145,6 @@ class Mutation:
     # Whether the pod's opt-out annotation turns it off. Isolation says no: an annotation any
     # pod author can set must not be a way to see every GPU on the node.
     opt_out: bool = True
+    # Its CEL twin, or None with `webhook_only` saying why CEL cannot carry it.
+    native: NativeMutation | None = None
+    webhook_only: str = ""

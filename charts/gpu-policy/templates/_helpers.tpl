@@ -153,3 +153,27 @@ pods): installed into a namespace where workloads run, it would wave every pod t
 {{- fail (printf "the release namespace %q is exempt from gpu-policy (its own namespace always is), so every pod created there would skip isolation and validation: install into a namespace of its own (helm install --namespace gpu-policy --create-namespace)" .Release.Namespace) -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+The enforcement mode in effect: webhook, native or both. auto is both where the API server runs
+MutatingAdmissionPolicy (admissionregistration.k8s.io/v1: GA and on by default from 1.36), so
+isolation holds through a webhook outage; webhook elsewhere. native and both fail the render on a
+cluster without it, saying so.
+*/}}
+{{- define "gpu-policy.enforcement" -}}
+{{- $has := or (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy") (semverCompare ">=1.36.0-0" .Capabilities.KubeVersion.Version) -}}
+{{- $mode := .Values.enforcement -}}
+{{- if eq $mode "auto" -}}
+{{- ternary "both" "webhook" $has -}}
+{{- else -}}
+{{- if and (ne $mode "webhook") (not $has) -}}
+{{- fail (printf "enforcement %s needs MutatingAdmissionPolicy (admissionregistration.k8s.io/v1, GA in Kubernetes 1.36); this cluster is %s: use enforcement webhook (or auto)" $mode .Capabilities.KubeVersion.Version) -}}
+{{- end -}}
+{{- $mode -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Non-empty when isolation runs in the API server (enforcement both or native). */}}
+{{- define "gpu-policy.nativeIsolation" -}}
+{{- if ne (include "gpu-policy.enforcement" .) "webhook" -}}true{{- end -}}
+{{- end -}}

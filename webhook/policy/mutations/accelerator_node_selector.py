@@ -45,4 +45,6 @@ MUTATION: Mutation = Mutation(
     triggers=GPU_REQUEST,
     switch="acceleratorNodeSelector.default",
     enabled=enabled,
+    webhook_only="a convenience, not a guarantee: when it lapses in an outage the pod lands on any GPU model, "
+    "which the scheduler allows anyway",
 )

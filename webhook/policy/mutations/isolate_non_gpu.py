@@ -16,11 +16,11 @@ from collections.abc import Collection
 from typing import Final
 
 from ..containers import Container
-from ..gpus import is_companion, is_device, isolated, plugin_env_gpu
-from ..nvidia import IMEX_CHANNELS, VISIBLE_DEVICES, prefix_reaches
+from ..gpus import KAI_CONTAINER, KAI_FRACTION, KAI_MEMORY, is_companion, is_device, isolated, plugin_env_gpu
+from ..nvidia import IMEX_CHANNELS, NO_DEVICES, VISIBLE_DEVICES, prefix_reaches
 from ..objects import PodView
 from ..patch import Op, append_env
-from ..rule import EVERY_POD, Mutation
+from ..rule import EVERY_POD, Mutation, NativeMutation
 from ..types import NO_CHANGES, Changes, ContainerKind, Policy
 
 ID = "isolate-non-gpu"
@@ -91,6 +91,117 @@ def mutate_new_ephemeral(view: PodView, policy: Policy, existing: Collection[str
     return _changes(view, policy, existing, only_ephemeral=True)
 
 
+# ---- The CEL twin (a MutatingAdmissionPolicy): the same decisions, container by container, as
+# `_changes` above through gpus.isolated, plugin_env_gpu and _imex_open. `@name@` values come from
+# the chart's policy values (webhook.buildtime.native.VALUES); tests/test_native.py checks the two
+# patch every pod alike, and tests/test_real_apiserver.py runs it in a real API server.
+
+
+def _cel_named(k: str, patterns: str) -> str:
+    """`k` matches one of `patterns`: [name, "", "="] exact, or [prefix, suffix, "*"] (one *)."""
+    return (
+        f"{patterns}.exists(p, p[2] == '=' ? {k} == p[0] : "
+        f"({k}.startsWith(p[0]) && {k}.endsWith(p[1]) && size({k}) >= size(p[0]) + size(p[1])))"
+    )
+
+
+def _cel_gpu(c: str) -> str:
+    """plugin_env_gpu: a device or companion resource with a count other than 0, or KAI's container."""
+    sides = " || ".join(
+        f"(has({c}.resources.{side}) && {c}.resources.{side}.exists(k, k.contains('/') && "
+        f"({_cel_named('k', '@devices@')} || {_cel_named('k', '@companions@')}) && "
+        f"sign(quantity({c}.resources.{side}[k])) != 0))"
+        for side in ("limits", "requests")
+    )
+    return f"({c}.name == variables.kaiContainer || (has({c}.resources) && ({sides})))"
+
+
+def _cel_nothing(c: str) -> str:
+    """gpus.grants_nothing: the last NVIDIA_VISIBLE_DEVICES entry is an exact no-device literal."""
+    last = f"{c}.env.filter(e, e.name == '{VISIBLE_DEVICES}')"
+    literals = ", ".join(f"'{v}'" for v in sorted(NO_DEVICES))
+    entry = f"{last}[size({last}) - 1]"
+    return (
+        f"(has({c}.env) && size({last}) > 0 && !has({entry}.valueFrom) && "
+        f"(!has({entry}.value) || {entry}.value in [{literals}]))"
+    )
+
+
+def _cel_imex(c: str) -> str:
+    """_imex_open, but for plugin_env_gpu: an envFrom whose prefix can reach NVIDIA_IMEX_CHANNELS,
+    which env does not set."""
+    return (
+        f"(has({c}.envFrom) && !(has({c}.env) && {c}.env.exists(e, e.name == '{IMEX_CHANNELS}')) && "
+        f"{c}.envFrom.exists(f, '{IMEX_CHANNELS}'.startsWith(has(f.prefix) ? f.prefix : '')))"
+    )
+
+
+# The three container lists, as the webhook walks them (ContainerKind order), and whether only
+# containers the old pod lacked are patched (pods/ephemeralcontainers).
+_LISTS: Final = (("initContainers", False), ("containers", False), ("ephemeralContainers", True))
+
+
+def _variables(field: str, new_only: bool) -> list[tuple[str, str]]:
+    """Per list: the indexes it patches (chosen), of those the GPU ones, then which get which void."""
+    name = field[0].upper() + field[1:]
+    c = f"object.spec.{field}[i]"
+    chosen = "request.operation == 'CREATE'"
+    if new_only:  # pods/ephemeralcontainers: only the containers the old pod did not have
+        chosen = f"({chosen} || !(has(oldObject.spec.{field}) && oldObject.spec.{field}.exists(o, o.name == {c}.name)))"
+    each = f"(has(object.spec.{field}) ? lists.range(size(object.spec.{field})) : [])"
+    return [
+        (f"gpu{name}", f"{each}.filter(i, {chosen} && {_cel_gpu(c)})"),
+        (f"void{name}", f"{each}.filter(i, {chosen} && !(i in variables.gpu{name}) && !{_cel_nothing(c)})"),
+        (f"imex{name}", f"{each}.filter(i, {chosen} && !(i in variables.gpu{name}) && {_cel_imex(c)})"),
+    ]
+
+
+def _ops(field: str) -> str:
+    """The JSONPatch ops for one container list, in the order the webhook's patch has them."""
+    name = field[0].upper() + field[1:]
+    c = f"object.spec.{field}[i]"
+    at = f"'/spec/{field}/' + string(i)"
+    void, imex = f"variables.void{name}", f"variables.imex{name}"
+    imex_entry = f'{{"name": "{IMEX_CHANNELS}", "value": "void"}}'
+    void_entry = f'{{"name": "{VISIBLE_DEVICES}", "value": "void"}}'
+    return (
+        # No env yet: one op creates it with what it needs (the webhook's first op creates it,
+        # the second appends: the same list).
+        f"(has(object.spec.{field}) ? lists.range(size(object.spec.{field}))"
+        f".filter(i, !has({c}.env) && (i in {imex} || i in {void}))"
+        f".map(i, JSONPatch{{op: 'add', path: {at} + '/env', "
+        f"value: (i in {imex} ? [{imex_entry}] : []) + (i in {void} ? [{void_entry}] : [])}}) : [])"
+        f" + {imex}.filter(i, has({c}.env)).map(i, JSONPatch{{op: 'add', path: {at} + '/env/-', value: {imex_entry}}})"
+        f" + {void}.filter(i, has({c}.env)).map(i, JSONPatch{{op: 'add', path: {at} + '/env/-', value: {void_entry}}})"
+    )
+
+
+# KAI's fraction container (gpus.kai_pod, gpus.kai_container): named by its annotation, else the
+# first regular container; "" (no container's name) when the pod is not a KAI fraction pod.
+_KAI = (
+    "@kai@ && has(object.spec.schedulerName) && object.spec.schedulerName in @kaiSchedulers@ && "
+    f"has(object.metadata.annotations) && ('{KAI_FRACTION}' in object.metadata.annotations || "
+    f"'{KAI_MEMORY}' in object.metadata.annotations) ? "
+    f"(('{KAI_CONTAINER}' in object.metadata.annotations && object.metadata.annotations['{KAI_CONTAINER}'] != '') ? "
+    f"object.metadata.annotations['{KAI_CONTAINER}'] : object.spec.containers[0].name) : ''"
+)
+
+NATIVE: Final = NativeMutation(
+    conditions=(
+        # engine.exempt and decide._exempt: the exempt namespaces, users and service accounts.
+        ("not-exempt-namespace", "!(request.namespace in @exemptNamespaces@)"),
+        ("not-exempt-user", "!(request.userInfo.username in @exemptUsernames@)"),
+        (
+            "not-exempt-service-account",
+            "!((request.namespace + '/' + (has(object.spec.serviceAccountName) ? object.spec.serviceAccountName : "
+            "(has(object.spec.serviceAccount) ? object.spec.serviceAccount : 'default'))) in @exemptServiceAccounts@)",
+        ),
+    ),
+    variables=(("kaiContainer", _KAI), *(v for field, new in _LISTS for v in _variables(field, new))),
+    patch=" + ".join(_ops(field) for field, _new in _LISTS),
+)
+
+
 MUTATION: Mutation = Mutation(
     id=ID,
     mutate=mutate,
@@ -114,4 +225,5 @@ MUTATION: Mutation = Mutation(
     switch="isolateNonGpu",
     enabled=enabled,
     opt_out=False,
+    native=NATIVE,
 )

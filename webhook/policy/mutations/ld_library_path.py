@@ -80,4 +80,5 @@ MUTATION: Mutation = Mutation(
     triggers=GPU_REQUEST,
     switch="ldLibraryPath.enabled",
     enabled=applies,
+    webhook_only="it acts only below Kubernetes 1.28, and MutatingAdmissionPolicy exists from 1.32 (GA in 1.36)",
 )

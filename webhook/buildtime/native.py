@@ -1,0 +1,86 @@
+"""The chart's native admission policies: each mutation's CEL twin (webhook.policy.rule.NativeMutation)
+rendered as a MutatingAdmissionPolicy and its binding, into charts/gpu-policy/templates/_generated.tpl.
+
+The twin is written beside the mutation it mirrors; here its `@name@` values become Helm that
+prints them as CEL literals from the chart's own policy values at render time, so the policy has
+no paramKind (a policy whose parameter object is a CRD can deny everything while an API server
+restarts: kubernetes#124237). charts/gpu-policy/templates/admissionpolicies.yaml decides where it
+is installed (the `enforcement` value); tests/test_native.py proves it patches as the webhook does.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+# What each @name@ of a twin is, in Helm over `$p` (.Values.policy): a CEL literal.
+VALUES: Final = {
+    # Device resources, the GPU resource itself always among them, as [prefix, suffix, "*"] or
+    # [name, "", "="] (config validation allows one "*" and no other glob character).
+    "devices": '(include "gpu-policy.celNames" (prepend $p.gpuDeviceResources $p.gpuResourceName))',
+    "companions": '(include "gpu-policy.celNames" $p.gpuCompanionResources)',
+    "kai": "(ternary \"true\" \"false\" $p.integrations.kai.enabled)",
+    "kaiSchedulers": "(toJson $p.integrations.kai.schedulerNames)",
+    # The release namespace is always exempt (gpu-policy.config adds it to the server's too).
+    "exemptNamespaces": "(toJson (concat $p.exemptNamespaces .Values.webhook.excludedNamespaces "
+    "(list .Release.Namespace) | uniq))",
+    "exemptUsernames": "(toJson $p.exemptUsernames)",
+    "exemptServiceAccounts": "(toJson $p.exemptServiceAccounts)",
+}
+
+_PLACEHOLDER: Final = re.compile(r"@(\w+)@")
+
+
+def helm(cel: str) -> str:
+    """`cel` as Helm text: every @name@ replaced by the action printing its value."""
+
+    def action(m: re.Match[str]) -> str:
+        return "{{ " + VALUES[m[1]] + " }}"
+
+    return _PLACEHOLDER.sub(action, cel)
+
+
+def _block(cel: str, indent: int) -> str:
+    """A CEL expression as a YAML block scalar: nothing to escape, and what the Helm actions
+    print (JSON lists of strings, which are CEL list literals too) goes in as it is."""
+    assert "\n" not in cel
+    return "|-\n" + " " * indent + cel
+
+
+def defines() -> str:
+    """The generated defines: the CEL name lists, and one MutatingAdmissionPolicy per twin."""
+    from ..policy import MUTATIONS
+
+    out = (
+        "{{/* A list of resource names as CEL: [[prefix, suffix, \"*\"] | [name, \"\", \"=\"], ...]. */}}\n"
+        '{{- define "gpu-policy.celNames" -}}\n{{- $out := list -}}\n{{- range . -}}\n'
+        '{{- if contains "*" . -}}{{- $parts := splitList "*" . -}}'
+        '{{- $out = append $out (list (index $parts 0) (index $parts 1) "*") -}}\n'
+        '{{- else -}}{{- $out = append $out (list . "" "=") -}}{{- end -}}\n'
+        "{{- end -}}\n{{- toJson $out -}}\n{{- end -}}\n\n"
+    )
+    for m in MUTATIONS:
+        if m.native is None:
+            continue
+        twin = m.native
+        lines = [
+            f"{{{{/* {m.id}, in the API server: the CEL twin in webhook/policy/mutations. */}}}}",
+            f'{{{{- define "gpu-policy.native.{m.id}" -}}}}',
+            "{{- $p := .Values.policy -}}",
+            "matchConditions:",
+        ]
+        for name, cel in twin.conditions:
+            lines += [f"  - name: {name}", f"    expression: {_block(helm(cel), 6)}"]
+        lines.append("variables:")
+        for name, cel in twin.variables:
+            lines += [f"  - name: {name}", f"    expression: {_block(helm(cel), 6)}"]
+        lines += [
+            "mutations:",
+            "  - patchType: JSONPatch",
+            "    jsonPatch:",
+            f"      expression: {_block(helm(twin.patch), 8)}",
+            "{{- end -}}",
+            "",
+        ]
+        out += "\n".join(lines) + "\n"
+    return out
