@@ -224,11 +224,11 @@ def test_native_isolation_in_the_real_api_server_with_no_webhook(
     pod (and each corpus workload's pod template) is created with dryRun: the env the API server
     gives each container must be exactly what the webhook's own patch gives it. Runs before the
     webhooks fixture exists, and removes the policy after."""
+    from tests.apiserver import ApiServer
+    from tests.helpers import corpus
     from webhook.admission import mutate
     from webhook.admission.review import parse
     from webhook.config import default_policy
-    from tests.apiserver import ApiServer
-    from tests.helpers import corpus
 
     docs = render({"enforcement": "both"}, kube_version="1.36.0", tmp=tmp_path_factory.mktemp("native"))
     assert isinstance(docs, list)
@@ -239,7 +239,8 @@ def test_native_isolation_in_the_real_api_server_with_no_webhook(
     ):
         doc = find(docs, kind)
         code, body, _ = real_api.call("POST", f"/apis/admissionregistration.k8s.io/v1/{plural}", doc)
-        assert code == 201, [(c_.get("field"), c_.get("message", "").split("\": ", 1)[-1][:700]) for c_ in body.get("details", {}).get("causes", [])]
+        causes = body.get("details", {}).get("causes", [])  # each after the expression it quotes
+        assert code == 201, [(x.get("field"), x.get("message", "").split('": ', 1)[-1][:700]) for x in causes]
         created.append(f"/apis/admissionregistration.k8s.io/v1/{plural}/{doc['metadata']['name']}")
     try:
         probe = pod(c("probe"))
@@ -264,7 +265,9 @@ def test_native_isolation_in_the_real_api_server_with_no_webhook(
             "init-and-gpu": pod(c("train", resources=gpu), initContainers=[c("fetch", image="busybox")]),
             "already-void": pod(c(env=[nvd("all"), nvd("void")])),
             "void-then-all": pod(c(env=[nvd("void"), nvd("all")])),
-            "value-from": pod(c(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}])),
+            "value-from": pod(
+                c(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}])
+            ),
             "claim": pod(
                 c(resources={"claims": [{"name": "g"}]}),
                 resourceClaims=[{"name": "g", "resourceClaimTemplateName": "one-gpu"}],
@@ -290,8 +293,10 @@ def test_native_isolation_in_the_real_api_server_with_no_webhook(
                     want = [env_of(c_) for c_ in expected["spec"].get(field, [])]
                     assert got == want, (name, field, got, want)
                 compared += 1
-        print(f"\nnative isolation, real API server, no webhook: {compared} corpus pods patched as the webhook does, "
-              f"{refused} refused by the API server's own validation")
+        print(
+            f"\nnative isolation, real API server, no webhook: {compared} corpus pods patched as the webhook does, "
+            f"{refused} refused by the API server's own validation"
+        )
         assert compared > 40
     finally:
         for path in reversed(created):

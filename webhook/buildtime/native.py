@@ -19,7 +19,7 @@ VALUES: Final = {
     # [name, "", "="] (config validation allows one "*" and no other glob character).
     "devices": '(include "gpu-policy.celNames" (prepend $p.gpuDeviceResources $p.gpuResourceName))',
     "companions": '(include "gpu-policy.celNames" $p.gpuCompanionResources)',
-    "kai": "(ternary \"true\" \"false\" $p.integrations.kai.enabled)",
+    "kai": '(ternary "true" "false" $p.integrations.kai.enabled)',
     "kaiSchedulers": "(toJson $p.integrations.kai.schedulerNames)",
     # The release namespace is always exempt (gpu-policy.config adds it to the server's too).
     "exemptNamespaces": "(toJson (concat $p.exemptNamespaces .Values.webhook.excludedNamespaces "
@@ -52,7 +52,7 @@ def defines() -> str:
     from ..policy import MUTATIONS
 
     out = (
-        "{{/* A list of resource names as CEL: [[prefix, suffix, \"*\"] | [name, \"\", \"=\"], ...]. */}}\n"
+        '{{/* A list of resource names as CEL: [[prefix, suffix, "*"] | [name, "", "="], ...]. */}}\n'
         '{{- define "gpu-policy.celNames" -}}\n{{- $out := list -}}\n{{- range . -}}\n'
         '{{- if contains "*" . -}}{{- $parts := splitList "*" . -}}'
         '{{- $out = append $out (list (index $parts 0) (index $parts 1) "*") -}}\n'
