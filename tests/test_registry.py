@@ -55,6 +55,18 @@ def test_mutations_declare_how_they_are_switched_on() -> None:
     assert all(not m.opt_out for m in isolation), "an every-pod protection must not honour the opt-out annotation"
 
 
+def test_every_rule_and_mutation_says_whether_the_api_server_can_run_it() -> None:
+    """Issue 35: a CEL twin, or `webhook_only` with the reason (docs/policy.md's native table)."""
+    from webhook.policy import ALL_RULES
+
+    for m in MUTATIONS:
+        assert (m.native is None) == bool(m.webhook_only), m.id
+    assert all(r.webhook_only.strip() for r in ALL_RULES)
+    # Isolation, every pod's protection, must survive the webhook's outage.
+    isolation = [m for m in MUTATIONS if any(t.where is Where.EVERY_POD for t in m.triggers)]
+    assert isolation and all(m.native is not None for m in isolation)
+
+
 def test_shipped_policy_is_the_documented_one() -> None:
     # The unit tests' POLICY is this one: what ships, not a hand-made Policy().
     p = default_policy()

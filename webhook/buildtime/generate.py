@@ -263,6 +263,13 @@ def policy_doc_source(current: str) -> str:
     rows += [f"| `{m.id}` | `{m.switch}` | {_cell(m.summary)} |" for m in MUTATIONS]
     text = _md(text, "mutations", rows, source)
 
+    rows = ["| id | in the API server (`enforcement: both` or `native`) |", "|---|---|"]
+    for m in MUTATIONS:
+        where = "MutatingAdmissionPolicy (its CEL twin)" if m.native is not None else f"webhook only: {m.webhook_only}"
+        rows.append(f"| {m.id} | {_cell(where)} |")  # plain ids: the reference tables above own the `id` rows
+    rows += [f"| {r.id} | webhook only: {_cell(r.webhook_only)} |" for r in ALL_RULES]
+    text = _md(text, "native", rows, source)
+
     rows = ["| group | kind | pod specs at | chart switch |", "|---|---|---|---|"]
     labels = {Shape.TEMPLATE: "", Shape.POD_SPEC: " (pod spec)", Shape.CONTAINER: " (container)"}
     for w in WORKLOADS:

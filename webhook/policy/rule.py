@@ -75,6 +75,23 @@ GPU_POD = (
     Trigger(Where.NODE_LABEL, "node.kubernetes.io/instance-type"),
 )
 
+# Why a rule is not (yet) in the API server (enforcement both/native), said by each rule:
+NOT_YET = (
+    "CEL can carry it (a native twin may be stricter, never looser); its twin is not generated yet, so the "
+    "validating webhook (failurePolicy Fail) enforces it"
+)
+CLUSTER_VIEW = (
+    "it reads the cluster's Nodes (the cluster view); an admission policy sees only the object and its namespace"
+)
+CLAIM_CLASSES = (
+    "it tells GPU DRA claims from others by the DeviceClasses the cluster view resolves, which an admission policy "
+    "cannot read"
+)
+PATHS = (
+    "hostPath paths are normalised as the node resolves them (`//`, `.`, `..`), which CEL's string functions cannot do "
+    "exactly"
+)
+
 CheckFn = Callable[[PodView, Policy], list[Violation]]
 
 ObjectCheckFn = Callable[[dict[str, Any], Policy], list[Violation]]
@@ -99,6 +116,8 @@ class Rule:
     # It reads namespaces from the cluster view: while it is on, the server watches them and the
     # chart grants list/watch on namespaces (webhook.buildtime.generate derives both from this flag).
     watches_namespaces: bool = False
+    # Why the API server cannot run it (enforcement both/native): NOT_YET, CLUSTER_VIEW, ... or its own.
+    webhook_only: str = NOT_YET
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +133,7 @@ class ObjectRule:
     triggers: tuple[Trigger, ...]  # only the texts count for objects: Where is ignored
     example: dict[str, Any]
     default_mode: Mode = Mode.DENY
+    webhook_only: str = NOT_YET
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from typing import Final
 
 from ..gpus import gpu_pod
 from ..objects import PodView
-from ..rule import Rule, Trigger, Where
+from ..rule import PATHS, Rule, Trigger, Where
 from ..types import Policy, Violation
 from .no_gpu_device_hostpath import normalise, overlaps
 
@@ -46,6 +46,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
 
 
 RULE: Rule = Rule(
+    webhook_only=PATHS,
     id=ID,
     check=check,
     summary="A pod that gets no GPU mounts no hostPath under or containing `/home/kubernetes/bin/nvidia`, "

@@ -138,6 +138,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
 
 
 RULE: Rule = Rule(
+    webhook_only="the annotation is a YAML list, and CEL has no YAML parser",
     id=ID,
     check=check,
     summary="A `devices.gke.io` annotation (any key: `container.<name>`, `pod`, the bare key) lists no more "

@@ -18,7 +18,7 @@ from typing import Final
 
 from ..objects import PodView
 from ..preflight import analyse, count, largest_container
-from ..rule import GPU_POD, Rule
+from ..rule import CLUSTER_VIEW, GPU_POD, Rule
 from ..types import Mode, NodeGroup, Policy, Violation
 
 ID = "gpu-fits-some-node"
@@ -83,6 +83,7 @@ def _at(view: PodView, resource: str, detail: str, fix: str, value: str | None) 
 
 
 RULE: Rule = Rule(
+    webhook_only=CLUSTER_VIEW,
     id=ID,
     check=check,
     summary="A GPU pod's request fits on at least one node it may land on (needs the cluster view).",

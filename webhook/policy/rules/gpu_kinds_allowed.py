@@ -32,7 +32,7 @@ from ..namespaces import GPU_KINDS_ANNOTATION, facts
 from ..nodes import claim_classes
 from ..objects import PodView
 from ..quantity import QuantityError, parse_quantity
-from ..rule import GPU_POD, Rule
+from ..rule import CLAIM_CLASSES, GPU_POD, Rule
 from ..types import Mode, Policy, Violation
 
 ID = "gpu-kinds-allowed"
@@ -176,6 +176,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
 
 
 RULE: Rule = Rule(
+    webhook_only=CLAIM_CLASSES,
     id=ID,
     check=check,
     summary="A pod uses only the GPU kinds (whole, shared, time-sliced, mig:<profile>, dra:<class>) its namespace's "

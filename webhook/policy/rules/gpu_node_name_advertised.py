@@ -23,7 +23,7 @@ from decimal import Decimal
 from ..containers import Container
 from ..gpus import plugin_env_gpu, source
 from ..objects import PodView
-from ..rule import GPU_POD, Rule
+from ..rule import CLUSTER_VIEW, GPU_POD, Rule
 from ..types import Policy, Violation
 
 ID = "gpu-node-name-advertised"
@@ -89,6 +89,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
 
 
 RULE: Rule = Rule(
+    webhook_only=CLUSTER_VIEW,
     id=ID,
     check=check,
     summary="A Pod that names its node in `spec.nodeName` asks only for GPU resources that node advertises "

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..objects import PodView
 from ..preflight import analyse, largest_container
-from ..rule import GPU_POD, Rule
+from ..rule import CLUSTER_VIEW, GPU_POD, Rule
 from ..types import Mode, Policy, Violation
 
 ID = "gpu-resource-advertised"
@@ -54,6 +54,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
 
 
 RULE: Rule = Rule(
+    webhook_only=CLUSTER_VIEW,
     id=ID,
     check=check,
     summary="Some node the pod may land on advertises each GPU resource it requests (needs the cluster view).",

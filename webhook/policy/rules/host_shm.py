@@ -11,7 +11,7 @@ memory-backed emptyDir.
 from __future__ import annotations
 
 from ..objects import PodView
-from ..rule import Rule, Trigger, Where
+from ..rule import PATHS, Rule, Trigger, Where
 from ..types import Mode, Policy, Violation
 from .no_gpu_device_hostpath import SHM, normalise, under
 
@@ -33,6 +33,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
 
 
 RULE: Rule = Rule(
+    webhook_only=PATHS,
     id=ID,
     check=check,
     summary="No hostPath at or under `/dev/shm` (off by default).",

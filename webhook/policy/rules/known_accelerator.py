@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..objects import PodView
 from ..preflight import analyse
-from ..rule import GPU_POD, Rule
+from ..rule import CLUSTER_VIEW, GPU_POD, Rule
 from ..types import Mode, Policy, Violation
 
 ID = "known-accelerator"
@@ -42,6 +42,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
 
 
 RULE: Rule = Rule(
+    webhook_only=CLUSTER_VIEW,
     id=ID,
     check=check,
     summary="The GPU model a pod selects (a GPU node label value) exists on some node (needs the cluster view).",

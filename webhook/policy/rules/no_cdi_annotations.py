@@ -57,6 +57,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
 
 
 RULE: Rule = Rule(
+    webhook_only="it parses CDI device names (vendor/class=name) and Kata's pgpu form, which CEL cannot match exactly",
     id=ID,
     check=check,
     summary="No pod (or template) annotation starting with `nvidia.cdi.k8s.io/` or `cdi.k8s.io/`, but NVIDIA's "

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Final
 
 from ..objects import PodView
-from ..rule import Rule, Trigger, Where
+from ..rule import PATHS, Rule, Trigger, Where
 from ..types import Policy, Violation
 
 ID = "no-gpu-device-hostpath"
@@ -109,6 +109,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
 
 
 RULE: Rule = Rule(
+    webhook_only=PATHS,
     id=ID,
     check=check,
     summary="No hostPath whose normalised path (`//`, `.`, `..`, trailing `/` collapsed; `/var/run` read as "

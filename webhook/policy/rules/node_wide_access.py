@@ -22,7 +22,7 @@ from typing import Final
 
 from ..gpus import gpu_pod, node_agent
 from ..objects import PodView
-from ..rule import Rule, Trigger, Where
+from ..rule import PATHS, Rule, Trigger, Where
 from ..types import Mode, Policy, Violation
 from .no_gpu_device_hostpath import normalise, overlaps
 
@@ -87,6 +87,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
 
 
 RULE: Rule = Rule(
+    webhook_only=PATHS,
     id=ID,
     check=check,
     summary="A pod that asks for no GPU has no privileged container, no `hostPID` and no hostPath to the container "
