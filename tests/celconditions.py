@@ -10,6 +10,9 @@ from typing import Any
 import celpy
 
 from tests.chart import find, render
+from webhook.offline.native import MAPS, typed  # the API server's typed view, shared with `mutate --engine cel`
+
+__all__ = ["MAPS", "compile_conditions", "sent", "typed"]
 
 
 def compile_conditions(config: dict[str, Any], tmp: Path) -> dict[str, list[Any] | None]:
@@ -26,24 +29,6 @@ def compile_conditions(config: dict[str, Any], tmp: Path) -> dict[str, list[Any]
         else None
         for h in hooks
     }
-
-
-# Go maps among the fields CEL reads: a null value there decodes to the zero value, key kept.
-MAPS = {"nodeSelector": "", "annotations": "", "labels": "", "limits": 0, "requests": 0}
-
-
-def typed(value: Any, zero: Any = None) -> Any:
-    """The object as CEL sees it: the API server decodes into typed structs first, so a JSON
-    null is an unset (omitted) struct field, or a zero value in a map, never a null that
-    `has()` would report as present."""
-    if isinstance(value, dict):
-        if zero is not None:
-            return {k: zero if v is None else v for k, v in value.items()}
-        # EnvVar.value is `omitempty`: an empty value is absent, as `has(e.value)` then says.
-        return {k: typed(v, MAPS.get(k)) for k, v in value.items() if v is not None and not (k == "value" and v == "")}
-    if isinstance(value, list):
-        return [typed(v) for v in value]
-    return value
 
 
 def sent(programs: list[Any] | None, obj: dict[str, Any]) -> bool:

@@ -42,11 +42,19 @@ def largest(make: Callable[[int], dict[str, Any]], limit: int = MAX_REQUEST_BYTE
 
 
 def many_host_paths(n: int) -> dict[str, Any]:
-    """The costliest shape to judge per byte that the budgets still take whole: one container,
-    tens of thousands of hostPath volumes, each read by three hostPath rules."""
+    """Past MAX_VOLUMES (tens of thousands of hostPaths cost 230 ms of three hostPath rules
+    before that budget): parsed whole, then refused as too large to judge."""
     p = pod(container("app", image="registry.example.com/app:1"))
     p["spec"]["volumes"] = [{"name": f"v{i}", "hostPath": {"path": f"/data/d{i}"}} for i in range(n)]
     return p
+
+
+def many_env_from(n: int) -> dict[str, Any]:
+    """The costliest shape per byte that the budgets still judge whole: one CPU container with
+    tens of thousands of envFrom items (each prefix read for NVIDIA_IMEX_CHANNELS by isolation)."""
+    c = container("app", image="registry.example.com/app:1")
+    c["envFrom"] = [{"prefix": "A_", "configMapRef": {"name": f"cm{i}"}} for i in range(n)]
+    return pod(c)
 
 
 def privileged_gpu_containers(n: int) -> dict[str, Any]:
@@ -80,10 +88,11 @@ def test_too_large_to_judge_is_denied_and_never_partly_patched(shipped: Server) 
 
 def test_a_bystander_is_answered_while_three_clients_send_the_largest_reviews(shipped: Server) -> None:
     """Three connections send the largest reviews the server reads (4 MiB each: tens of
-    thousands of hostPaths, judged whole; and privileged GPU containers past the budget) back to
-    back; a fourth sends small reviews. Bounds: the bystander's p99 < 1 s; the server's peak RSS
-    grows by less than 200 MiB (the chart's limit is 256Mi); every large review answered 200."""
-    bodies = [largest(many_host_paths), largest(privileged_gpu_containers)]
+    thousands of envFrom items, judged whole; privileged GPU containers and hostPaths past the
+    budgets) back to back; a fourth sends small reviews. Bounds: the bystander's p99 < 1 s; the
+    server's peak RSS grows by less than 200 MiB (the chart's limit is 256Mi); every large review
+    answered 200."""
+    bodies = [largest(many_env_from), largest(privileged_gpu_containers), largest(many_host_paths)]
     assert all(MAX_REQUEST_BYTES - 2048 < len(b) <= MAX_REQUEST_BYTES for b in bodies)
     before = rss_kb(shipped.proc.pid)
     stop = threading.Event()
@@ -96,7 +105,7 @@ def test_a_bystander_is_answered_while_three_clients_send_the_largest_reviews(sh
             sent = 0
             while not stop.is_set() and sent < 60:  # bounded: 60 reviews each at most
                 started = time.monotonic()
-                raw = api.post("/validate" if sent % 2 else "/mutate", bodies[(index + sent) % 2])
+                raw = api.post("/validate" if sent % 2 else "/mutate", bodies[(index + sent) % len(bodies)])
                 costs.append(time.monotonic() - started)
                 answered.append(raw.status)
                 sent += 1
@@ -196,7 +205,7 @@ def test_large_bodies_past_the_inflight_budget_get_503_and_small_ones_are_still_
         s.close()
     api = server.client()
     try:
-        big = ApiServer.build(many_host_paths(10_000))
+        big = ApiServer.build(many_env_from(8_000))
         assert api.post("/validate", json.dumps(big).encode()).status == 200
     finally:
         api.close()

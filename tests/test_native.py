@@ -65,7 +65,7 @@ def agree(policy: MutatingPolicy, obj: dict[str, Any], config: dict[str, Any] | 
 
 def test_the_kubernetes_cel_functions_added_to_cel_python_behave_as_documented() -> None:
     """The three additions, against the Kubernetes CEL docs' and cel-go's examples."""
-    env = environment()
+    env, _functions = environment()
 
     def run(expression: str) -> Any:
         return plain(program(env, expression).evaluate({}))
@@ -239,3 +239,53 @@ def test_both_or_native_on_a_cluster_without_mutating_admission_policy_fails_say
     result = render({"enforcement": "both"}, kube_version="1.30.0", tmp=tmp_path, check=False)
     assert isinstance(result, subprocess.CompletedProcess) and result.returncode != 0
     assert "enforcement both needs MutatingAdmissionPolicy (admissionregistration.k8s.io/v1" in result.stderr
+
+
+def test_the_cli_renders_the_same_policy_the_chart_does(tmp_path: Path) -> None:
+    """`mutate --engine cel` fills the twin's @values@ from the policy, the chart from its values:
+    the same names, and the same patches for a config that uses every one of them."""
+    from webhook.buildtime import native as chart_native
+    from webhook.offline import native as cli_native
+    from webhook.policy.mutations.isolate_non_gpu import NATIVE
+
+    assert set(cli_native.VALUES) == set(chart_native.VALUES)
+    config = {
+        "exemptNamespaces": ["research"],
+        "exemptUsernames": ["ci"],
+        "exemptServiceAccounts": ["monitoring/dcgm"],
+        "integrations": {"kai": {"enabled": True}},
+        "gpuDeviceResources": ["nvidia.com/gpu", "example.com/*-gpu"],
+        "gpuCompanionResources": ["example.com/gpu-mem"],
+    }
+    charted = isolation(config, tmp_path)
+    policy = from_mapping({"clusterVersion": "1.36", **config}, environ={}).policy
+    cli = cli_native.MutatingPolicy.of(NATIVE, policy)
+    cases = [
+        (pod({"name": "a", "image": "i", "resources": {"limits": {"example.com/big-gpu": "1"}}}), request()),
+        (pod({"name": "a", "image": "i", "resources": {"limits": {"example.com/gpu-mem": "1"}}}), request()),
+        (pod(container("a")), request("research")),
+        (pod(container("a")), request(user="ci")),
+        (pod(container("a"), namespace="monitoring", serviceAccountName="dcgm"), request("monitoring")),
+        (pod(container("a"), schedulerName="kai-scheduler"), request()),
+    ]
+    cases[-1][0]["metadata"]["annotations"] = {"gpu-fraction": "0.5"}
+    for obj, req in cases:
+        assert cli.ops(obj, req) == charted.ops(obj, req), obj
+
+
+def test_mutate_engine_cel_prints_what_the_webhook_engine_prints_for_the_corpus() -> None:
+    import sys
+
+    corpus_dir = Path(__file__).parent / "corpus"
+    outputs = [
+        subprocess.run(
+            [sys.executable, "-m", "webhook", "mutate", *engine, str(corpus_dir)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        for engine in ([], ["--engine", "cel"])
+    ]
+    assert outputs[0].stdout.count("kind: Pod") >= 20
+    assert outputs[1].stdout == outputs[0].stdout and outputs[1].stderr == outputs[0].stderr
+    assert outputs[1].returncode == outputs[0].returncode

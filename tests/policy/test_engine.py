@@ -149,6 +149,10 @@ def test_objects_past_the_budget_are_too_large_to_judge_before_they_are_read() -
     with pytest.raises(ShapeError) as raised:
         engine.find_violations(fleet, "x.example.com", "Fleet", custom)
     assert raised.value.path == "spec.pods[100]" and "1010 containers and pod templates" in raised.value.problem
+    volumes = pod(container("a"), volumes=[{"name": f"v{i}", "emptyDir": {}} for i in range(1001)])
+    with pytest.raises(ShapeError) as raised:
+        engine.find_violations(volumes, "", "Pod", POLICY)
+    assert raised.value.path == "spec.volumes" and raised.value.problem.endswith("(at most 1000)")
     big = pod(container("a"))
     big["metadata"]["annotations"] = {f"k{i}": "v" * 1000 for i in range(300)}
     with pytest.raises(ShapeError) as raised:

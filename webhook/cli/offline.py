@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from typing import Any
 
 import jsonpatch
@@ -20,7 +21,10 @@ from ..admission import Decision
 from ..admission.review import Request
 from ..offline import reports
 from ..offline.manifests import InputError, NamespaceMismatch, read, review_request
+from ..offline.native import CelFailed, CelMissing
 from ..offline.reports import EXIT_DENIED, EXIT_INPUT, EXIT_OK, Result
+from ..policy import MUTATIONS, Policy
+from ..policy.rule import NativeMutation
 from .settings import chart_view, from_args
 
 
@@ -86,6 +90,10 @@ def mutate(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     chart = chart_view(args)
     policy = from_args(args, chart).policy
+    # --engine cel: the native policies first (the API server runs MutatingAdmissionPolicy before
+    # the webhooks), then the webhook's mutations that CEL does not carry.
+    native = [m.native for m in MUTATIONS if m.native is not None and m.enabled(policy)]
+    rest = replace(policy, isolate_non_gpu=False) if native else policy
     out: list[Any] = []
     code = EXIT_OK
     for doc in read(paths):
@@ -102,7 +110,18 @@ def mutate(args: argparse.Namespace) -> int:
         if chart is not None and chart.not_sent(req.group, req.kind, mutate=True):
             out.append(doc.obj)
             continue
-        outcome = admission.mutate(req, policy)
+        obj = doc.obj
+        if args.engine == "cel" and req.kind == "Pod" and not req.group:
+            try:
+                req, obj = _natively(req, obj, policy, native)
+            except CelMissing as exc:
+                print(f"ERROR {exc}", file=sys.stderr)
+                return EXIT_INPUT
+            except CelFailed as exc:  # the API server (failurePolicy Fail) would refuse it
+                print(f"DENY  {doc.where}: a native policy failed, so the API server would refuse it: {exc}")
+                code = EXIT_DENIED
+                continue
+        outcome = admission.mutate(req, rest if args.engine == "cel" else policy)
         if outcome.decision is Decision.MALFORMED:
             print(f"ERROR {doc.where}: {outcome.message}", file=sys.stderr)
             code = EXIT_INPUT
@@ -110,7 +129,7 @@ def mutate(args: argparse.Namespace) -> int:
         label = f"{doc.where}: {req.kind or '<no kind>'} {req.namespace}/{req.name or '<no name>'}"
         for w in outcome.warnings:
             print(f"WARN  {label}: {w}", file=sys.stderr)
-        patched = jsonpatch.apply_patch(doc.obj, outcome.ops) if outcome.ops else doc.obj
+        patched = jsonpatch.apply_patch(obj, outcome.ops) if outcome.ops else obj
         out.append(patched)
         # The API server calls the validating webhook after the mutating one: say so if it would refuse.
         after = admission.validate(_with_object(req, patched), policy)
@@ -122,6 +141,15 @@ def mutate(args: argparse.Namespace) -> int:
     else:
         yaml.safe_dump_all(out, sys.stdout, sort_keys=False)
     return code
+
+
+def _natively(req: Request, obj: Any, policy: Policy, twins: list[NativeMutation]) -> tuple[Request, Any]:
+    """`obj` after the native policies, and the request the webhook then gets for it."""
+    from ..offline.native import MutatingPolicy, request_of
+
+    for twin in twins:
+        obj = MutatingPolicy.of(twin, policy).apply(obj, request_of(req.namespace, req.user, req.operation))
+    return _with_object(req, obj), obj
 
 
 def _with_object(req: Request, obj: Any) -> Request:

@@ -35,6 +35,7 @@ class HostPath:
 # error, never a partial patch (webhook.admission.decide). Both are far beyond what any workload
 # uses, and the second is the API server's own limit, so nothing it would store is refused.
 MAX_CONTAINERS: Final = 1000  # containers of all kinds, summed over an object's pod templates
+MAX_VOLUMES: Final = 1000  # volumes of one pod spec: three hostPath rules read each
 # apimachinery's ValidateAnnotationsSize (TotalAnnotationSizeLimitB): keys and values together.
 MAX_ANNOTATION_BYTES: Final = 256 * 1024
 
@@ -284,6 +285,8 @@ def build_view(
 
     node_name = spec.get("nodeName")
     volumes = spec.get("volumes")
+    if isinstance(volumes, list) and len(volumes) > MAX_VOLUMES:
+        raise too_large(f"{spec_path}.volumes", f"{len(volumes)} volumes", MAX_VOLUMES)
     host_pid = spec.get("hostPID")
     host_ipc = spec.get("hostIPC")
     scheduler = spec.get("schedulerName")

@@ -1,0 +1,206 @@
+"""The native admission policies, evaluated offline: `gpu-policy mutate --engine cel` patches a
+manifest exactly as the API server's MutatingAdmissionPolicy would (enforcement both or native).
+
+The CEL is each mutation's twin (webhook.policy.rule.NativeMutation) with its `@name@` values
+filled in from the policy, as the chart fills them in from its values at render time
+(webhook/buildtime/native.py; tests/test_native.py checks both ways agree and match the webhook).
+cel-python evaluates it, with what Kubernetes' CEL has and cel-python lacks:
+- `lists.range(n)` (cel-go's lists extension, version 2+, enabled from Kubernetes 1.34);
+- `quantity(s)` and `sign(q)` (k8s.io/apiserver/pkg/cel/library/quantity.go);
+- the `JSONPatch{op, path, value}` objects a JSONPatch mutation builds.
+The object is shown to CEL as the API server shows it: decoded into typed structs first
+(`typed`). cel-python is optional (`pip install 'gpu-policy[cel]'`): only this command needs it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Final
+
+from ..policy import Policy
+from ..policy.quantity import parse_quantity
+from ..policy.rule import NativeMutation
+
+
+class CelMissing(RuntimeError):
+    """cel-python is not installed."""
+
+
+def _names(names: Iterable[str]) -> list[list[str]]:
+    """Resource names as the twins match them: [prefix, suffix, "*"] or [name, "", "="]."""
+    out = []
+    for name in dict.fromkeys(names):
+        head, star, tail = name.partition("*")
+        out.append([head, tail, "*"] if star else [name, "", "="])
+    return out
+
+
+# Each @name@ of a twin, from the policy (the chart's Helm for the same names: buildtime/native.VALUES).
+VALUES: Final[dict[str, Callable[[Policy], str]]] = {
+    "devices": lambda p: json.dumps(_names((p.resource_name, *p.device_resources))),
+    "companions": lambda p: json.dumps(_names(p.companion_resources)),
+    "kai": lambda p: "true" if p.kai else "false",
+    "kaiSchedulers": lambda p: json.dumps(sorted(p.kai_schedulers)),
+    "exemptNamespaces": lambda p: json.dumps(sorted(p.exempt_namespaces)),
+    "exemptUsernames": lambda p: json.dumps(sorted(p.exempt_usernames)),
+    "exemptServiceAccounts": lambda p: json.dumps(sorted(p.exempt_service_accounts)),
+}
+_PLACEHOLDER: Final = re.compile(r"@(\w+)@")
+
+
+def render(cel: str, policy: Policy) -> str:
+    return _PLACEHOLDER.sub(lambda m: VALUES[m[1]](policy), cel)
+
+
+# Go maps among the fields CEL reads: a null value there decodes to the zero value, key kept.
+MAPS: Final = {"nodeSelector": "", "annotations": "", "labels": "", "limits": 0, "requests": 0}
+
+
+def typed(value: Any, zero: Any = None) -> Any:
+    """The object as the API server's CEL sees it: decoded into typed structs first, so a JSON
+    null is an unset (omitted) field, or a zero value in a map, never a null that `has()` would
+    report as present; EnvVar.value is `omitempty`, so an empty value is absent."""
+    if isinstance(value, dict):
+        if zero is not None:
+            return {k: zero if v is None else v for k, v in value.items()}
+        return {k: typed(v, MAPS.get(k)) for k, v in value.items() if v is not None and not (k == "value" and v == "")}
+    if isinstance(value, list):
+        return [typed(v) for v in value]
+    return value
+
+
+def _celpy() -> Any:
+    try:
+        import celpy
+    except ImportError as exc:
+        raise CelMissing("--engine cel needs cel-python: pip install 'gpu-policy[cel]'") from exc
+    logging.getLogger("celpy").setLevel(logging.WARNING)  # it logs every object it builds at INFO
+    return celpy
+
+
+def environment() -> tuple[Any, dict[str, Any]]:
+    """A cel-python environment with Kubernetes' additions, and the functions to run programs with."""
+    celpy = _celpy()
+    from celpy import celtypes
+
+    class JSONPatch(celtypes.MessageType):
+        """A JSONPatch mutation's op."""
+
+    class Quantity(celtypes.MessageType):
+        """A resource.Quantity, by its exact value."""
+
+        def __init__(self, value: Decimal) -> None:
+            super().__init__()
+            self.value = value
+
+    def lists_range(*args: Any) -> Any:
+        # cel-python calls a namespaced function as a method of its namespace: (namespace, n).
+        return celtypes.ListType([celtypes.IntType(i) for i in range(int(args[-1]))])
+
+    def quantity(text: Any) -> Quantity:
+        return Quantity(parse_quantity(str(text)))  # raises for what the API server's parser refuses
+
+    def sign(q: Quantity) -> Any:
+        return celtypes.IntType((q.value > 0) - (q.value < 0))
+
+    env = celpy.Environment(annotations={"lists.range": celtypes.FunctionType, "JSONPatch": JSONPatch})
+    return env, {"range": lists_range, "quantity": quantity, "sign": sign}
+
+
+def plain(value: Any) -> Any:
+    """A CEL value as JSON."""
+    from celpy import celtypes
+
+    if isinstance(value, dict):  # maps, and message objects (JSONPatch) alike
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if isinstance(value, celtypes.BoolType):
+        return bool(value)
+    if isinstance(value, celtypes.IntType):
+        return int(value)
+    if isinstance(value, celtypes.StringType):
+        return str(value)
+    return value
+
+
+class CelFailed(RuntimeError):
+    """An expression failed: the API server, with failurePolicy Fail, would refuse the object."""
+
+
+@dataclass
+class MutatingPolicy:
+    """One MutatingAdmissionPolicy, compiled: its conditions, its variables in order, its patch."""
+
+    conditions: list[tuple[str, Any]]
+    variables: list[tuple[str, Any]]
+    patch: Any
+
+    @classmethod
+    def compile(cls, conditions: list[tuple[str, str]], variables: list[tuple[str, str]], patch: str) -> MutatingPolicy:
+        env, functions = environment()
+
+        def program(cel: str) -> Any:
+            return env.program(env.compile(cel), functions=functions)
+
+        return cls([(n, program(c)) for n, c in conditions], [(n, program(c)) for n, c in variables], program(patch))
+
+    @classmethod
+    def of(cls, twin: NativeMutation, policy: Policy) -> MutatingPolicy:
+        return cls.compile(
+            [(n, render(c, policy)) for n, c in twin.conditions],
+            [(n, render(c, policy)) for n, c in twin.variables],
+            render(twin.patch, policy),
+        )
+
+    def ops(self, obj: dict[str, Any], request: dict[str, Any], old: dict[str, Any] | None = None) -> list[Any] | None:
+        """The JSONPatch ops for `obj`, or None when a matchCondition leaves it alone."""
+        celpy = _celpy()
+        from celpy import celtypes
+
+        activation: dict[str, Any] = {
+            "object": celpy.json_to_cel(typed(obj)),
+            "oldObject": celpy.json_to_cel(typed(old)) if old is not None else None,
+            "request": celpy.json_to_cel(request),
+        }
+        for name, condition in self.conditions:
+            result = condition.evaluate(activation)
+            if isinstance(result, celpy.CELEvalError):
+                raise CelFailed(f"matchCondition {name}: {result}")
+            if not result:
+                return None
+        variables: dict[Any, Any] = {}
+        for name, expression in self.variables:
+            activation["variables"] = celtypes.MapType(variables)
+            result = expression.evaluate(activation)
+            if isinstance(result, celpy.CELEvalError):
+                raise CelFailed(f"variable {name}: {result}")
+            variables[celtypes.StringType(name)] = result
+        activation["variables"] = celtypes.MapType(variables)
+        result = self.patch.evaluate(activation)
+        if isinstance(result, celpy.CELEvalError):
+            raise CelFailed(f"the JSONPatch expression: {result}")
+        return [plain(op) for op in result]
+
+    def apply(self, obj: dict[str, Any], request: dict[str, Any], old: dict[str, Any] | None = None) -> dict[str, Any]:
+        import jsonpatch
+
+        ops = self.ops(obj, request, old)
+        return jsonpatch.apply_patch(copy.deepcopy(obj), ops) if ops else copy.deepcopy(obj)
+
+
+def request_of(namespace: str, user: str, operation: str = "CREATE", sub_resource: str = "") -> dict[str, Any]:
+    """The `request` variable as the API server gives it to an admission policy."""
+    return {
+        "operation": operation,
+        "namespace": namespace,
+        "userInfo": {"username": user},
+        "subResource": sub_resource,
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+    }
