@@ -53,6 +53,8 @@ KINDS: dict[str, tuple[str, str, bool]] = {
     "resourceclaims": ("resource.k8s.io", "ResourceClaim", True),
     "resourceclaimtemplates": ("resource.k8s.io", "ResourceClaimTemplate", True),
     "policyreports": ("wgpolicyk8s.io", "PolicyReport", True),
+    "mutatingadmissionpolicies": ("admissionregistration.k8s.io", "MutatingAdmissionPolicy", False),
+    "mutatingadmissionpolicybindings": ("admissionregistration.k8s.io", "MutatingAdmissionPolicyBinding", False),
 }
 
 

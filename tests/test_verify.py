@@ -98,6 +98,7 @@ def test_a_healthy_recording_passes_and_every_probe_is_deleted(kube: KubeApi, se
         "webhook-denies-visible-devices": "pass",
         "webhook-denies-privileged": "pass",
         "webhook-voids-plain-pod": "pass",
+        "native-isolation": "skip",  # this API server serves no admissionregistration.k8s.io/v1 MAP
     }
     seen = found["isolation nvidia.com/gpu"]["evidence"]["probes"]
     assert len(seen) == 2 and len({tuple(units) for units in seen.values()}) == 2
@@ -124,9 +125,10 @@ def test_a_healthy_recording_passes_and_every_probe_is_deleted(kube: KubeApi, se
     # The chart's helm-test RBAC grants exactly what this run asked of the API server.
     used = set()
     for method, path, _query in kube.requests:
-        parts = path.strip("/").split("/")  # api v1 [namespaces ns] plural [name [sub]]
-        scope = "cluster" if parts[2] != "namespaces" else "namespace"
-        rest = parts[2:] if scope == "cluster" else parts[4:]
+        parts = path.strip("/").split("/")  # api v1 | apis group v1, [namespaces ns] plural [name [sub]]
+        parts = parts[3:] if parts[0] == "apis" else parts[2:]
+        scope = "cluster" if parts[0] != "namespaces" else "namespace"
+        rest = parts if scope == "cluster" else parts[2:]
         resource = rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
         verb = {"POST": "create", "DELETE": "delete"}.get(method) or ("get" if len(rest) > 1 else "list")
         used.add((scope, resource, verb))
@@ -140,6 +142,41 @@ def test_a_healthy_recording_passes_and_every_probe_is_deleted(kube: KubeApi, se
     }
     # (events are read only for a probe that never finishes: the unschedulable test below)
     assert used | {("namespace", "events", "list")} == granted
+
+
+def test_native_isolation_is_checked_where_the_api_server_has_it(
+    cert_dir: Path, server: Server, tmp_path: Path
+) -> None:
+    """On a 1.36 API server (admissionregistration.k8s.io/v1 served): the chart's policy and binding
+    as enforcement both renders them pass; the policy without its binding fails (it never runs);
+    no policy is reported, with the way to install it."""
+    served = {"": ("v1",), "apps": ("v1",), "batch": ("v1",), "resource.k8s.io": ("v1",)}
+    api = KubeApi(cert_dir, served={**served, "admissionregistration.k8s.io": ("v1",)}).start()
+    try:
+        api.put(node("gke-t4-pool-0", T4_LABELS, {GPU: "2"}, [GPU_TAINT]), device_plugin("gke-t4-pool-0"))
+        api.admit = admission(server)
+        cluster(api)
+        docs = render({"enforcement": "both"}, kube_version="1.36.0", tmp=tmp_path)
+        assert isinstance(docs, list)
+        policy = next(d for d in docs if d["kind"] == "MutatingAdmissionPolicy")
+        binding = next(d for d in docs if d["kind"] == "MutatingAdmissionPolicyBinding")
+
+        def native() -> dict[str, Any]:
+            r = verify(api, tmp_path, "-o", "json")
+            assert isinstance(r, subprocess.CompletedProcess)
+            assert r.stdout.startswith("{"), r.stdout + r.stderr
+            return checks(r)["native-isolation"]
+
+        found = native()
+        assert found["status"] == "info" and "enforcement both" in found["fix"]
+        api.put(policy)
+        assert native()["status"] == "fail"
+        api.put(binding)
+        found = native()
+        assert found["status"] == "pass", found
+        assert found["evidence"]["bindings"] == [binding["metadata"]["name"]]
+    finally:
+        api.close()
 
 
 def test_the_same_uuid_twice_fails_test_two_with_a_clear_message(kube: KubeApi, server: Server, tmp_path: Path) -> None:

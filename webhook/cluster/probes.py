@@ -122,6 +122,7 @@ class Kube:
         from kubernetes import client
 
         self.core = client.CoreV1Api(api_client)
+        self.api_client = api_client
         self.timeout = timeout
 
     def _json(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -159,6 +160,28 @@ class Kube:
 
     def events(self, namespace: str, name: str) -> list[dict[str, Any]]:
         found = self._json(self.core.list_namespaced_event, namespace, field_selector=f"involvedObject.name={name}")
+        return list(found.get("items") or ())
+
+    def admission_policies(self, plural: str) -> list[dict[str, Any]] | None:
+        """admissionregistration.k8s.io/v1 `plural` (mutatingadmissionpolicies, ...bindings), or
+        None where the API server serves no such resource (before 1.36). The client has no typed
+        API for them yet, so the path is asked as it is."""
+        from kubernetes.client.exceptions import ApiException
+
+        path = f"/apis/admissionregistration.k8s.io/v1/{plural}"
+        try:
+            found = self._json(
+                self.api_client.call_api,
+                path,
+                "GET",
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+                _return_http_data_only=True,
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
         return list(found.get("items") or ())
 
     def create_config_map(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:

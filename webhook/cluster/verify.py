@@ -60,7 +60,50 @@ class Verifier(ProbeRunner):
             self.requests_enforced(gpu_nodes)
             self.isolation(gpu_nodes)
             self.webhook()
+        self.native()
         return self.report
+
+    def native(self) -> None:
+        """enforcement both/native: isolation's MutatingAdmissionPolicy and its binding are there,
+        and the API server type-checked its CEL without a warning (status.typeChecking)."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            policies = self.kube.admission_policies("mutatingadmissionpolicies")
+            bindings = self.kube.admission_policies("mutatingadmissionpolicybindings") or []
+        except ApiException as exc:
+            self._add("native-isolation", FAIL, f"cannot list MutatingAdmissionPolicies ({exc.status})", {}, _WIRING)
+            return
+        if policies is None:
+            self._add("native-isolation", SKIP, "this API server has no MutatingAdmissionPolicy v1 (before 1.36)", {})
+            return
+        ours = [p for p in policies if p.get("metadata", {}).get("name", "").endswith("-isolate-non-gpu")]
+        if not ours:
+            self._add(
+                "native-isolation",
+                INFO,
+                "not installed: isolation is the mutating webhook's alone (enforcement webhook), so it lapses "
+                "when no replica answers",
+                {"policies": len(policies)},
+                "install with enforcement both (the default on 1.36+) so the API server isolates pods itself",
+            )
+            return
+        name = ours[0]["metadata"]["name"]
+        bound = [b for b in bindings if (b.get("spec") or {}).get("policyName") == name]
+        warnings = [
+            w
+            for check in ((ours[0].get("status") or {}).get("typeChecking") or {}).get("expressionWarnings") or []
+            for w in [check.get("warning", "")]
+        ]
+        evidence = {"policy": name, "bindings": [b["metadata"]["name"] for b in bound], "typeChecking": warnings}
+        if not bound:
+            self._add("native-isolation", FAIL, f"{name} has no binding, so it never runs", evidence, _WIRING)
+        elif warnings:
+            self._add("native-isolation", FAIL, f"{name}: the API server's type check warns", evidence, _WIRING)
+        else:
+            self._add(
+                "native-isolation", PASS, f"{name} is installed and bound: the API server isolates pods", evidence
+            )
 
     def device_plugin(self, nodes: list[dict[str, Any]], gpu_nodes: dict[str, dict[str, Any]]) -> None:
         running: dict[str, str] = {}
