@@ -347,3 +347,37 @@ def test_the_pre_commit_hook_runs_check_on_the_files_it_is_given(tmp_path: Path)
     assert cli(*entry[1:], str(good)).returncode == 0
     r = cli(*entry[1:], str(good), str(bad))
     assert r.returncode == 1 and "no-privileged-gpu" in r.stdout
+
+
+def test_the_pre_commit_hook_as_pre_commit_runs_it(tmp_path: Path) -> None:
+    """Issue 34: the hook passes every staged YAML/JSON file (types_or, no `files:`), so a chart's
+    values.yaml, Chart.yaml and templates reached `check` and failed it (exit 2). Emulated as
+    pre-commit runs it: the hook's entry, with the files its types select."""
+    import shlex
+
+    hooks = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    (hook,) = hooks
+    assert set(hook["types_or"]) == {"yaml", "json"} and hook["pass_filenames"]
+    chart = ROOT / "charts" / "gpu-policy"
+    staged = [
+        *sorted(chart.glob("*.yaml")),
+        *sorted((chart / "templates").glob("*.yaml")),
+        ROOT / "tests" / "corpus" / "clean-gpu-pod.yaml",
+    ]
+    entry = shlex.split(hook["entry"])
+    assert entry[0] == "gpu-policy"
+
+    def run(files: list[Path]) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "webhook", *entry[1:], *map(str, files)]
+        return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
+
+    clean = run(staged)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert "1 object" in clean.stdout
+    denied = run([*staged, ROOT / "tests" / "corpus" / "envfrom-gpu.yaml"])
+    assert denied.returncode == 1 and "envfrom-gpu.yaml" in denied.stdout
+    # Without the flag, as before: a values file is unusable input.
+    bare = subprocess.run(
+        [sys.executable, "-m", "webhook", "check", str(chart / "values.yaml")], capture_output=True, text=True, cwd=ROOT
+    )
+    assert bare.returncode == 2 and "kind: is required" in bare.stdout

@@ -165,6 +165,12 @@ def parser() -> argparse.ArgumentParser:
         if name == "check":
             c.add_argument("-v", "--verbose", action="store_true", help="text: list clean objects too")
             c.add_argument(
+                "--manifests-only",
+                action="store_true",
+                help="skip what is not a Kubernetes object (values files, Chart.yaml, Helm templates): "
+                "for a pre-commit hook, which passes every YAML file",
+            )
+            c.add_argument(
                 "--fail-on-empty",
                 action="store_true",
                 help="exit 1 when the input holds no object (a CI step that rendered nothing)",

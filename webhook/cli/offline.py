@@ -20,7 +20,7 @@ from .. import admission, package_version
 from ..admission import Decision
 from ..admission.review import Request
 from ..offline import reports
-from ..offline.manifests import InputError, NamespaceMismatch, read, review_request
+from ..offline.manifests import InputError, NamespaceMismatch, not_a_manifest, read, review_request
 from ..offline.native import CelFailed, CelMissing
 from ..offline.reports import EXIT_DENIED, EXIT_INPUT, EXIT_OK, Result
 from ..policy import MUTATIONS, Policy
@@ -54,6 +54,8 @@ def check(args: argparse.Namespace) -> int:
             return EXIT_INPUT
     results: list[Result] = []
     for doc in read(paths):
+        if args.manifests_only and not_a_manifest(doc):
+            continue
         if isinstance(doc, InputError):
             results.append(Result(doc.where, error=doc.message))
             continue

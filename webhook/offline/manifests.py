@@ -73,6 +73,7 @@ _STEP = re.compile(r'\.?([A-Za-z_$][\w$-]*)|\[(\d+)\]|\["((?:[^"\\]|\\.)*)"\]')
 class InputError:
     where: str
     message: str
+    template: bool = False  # the file does not parse as YAML and holds `{{`: a Helm template
 
     def __str__(self) -> str:
         return f"{self.where}: {self.message}"
@@ -122,7 +123,7 @@ def _documents(source: str, text: str) -> Iterator[Document | InputError]:
                 mark = getattr(exc, "problem_mark", None)
                 line = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
                 problem = getattr(exc, "problem", None) or str(exc)
-                yield InputError(f"{source} (document {index})", f"not valid YAML{line}: {problem}")
+                yield InputError(f"{source} (document {index})", f"not valid YAML{line}: {problem}", "{{" in text)
                 return  # the parser cannot resynchronise after an error
             yield from _objects(source, index, obj, node)
     finally:
@@ -182,3 +183,11 @@ def review_request(doc: Document, namespace: str | None) -> Request:
         object=obj,
         old_object=None,
     )
+
+
+def not_a_manifest(doc: Document | InputError) -> bool:
+    """What `check --manifests-only` skips: a Helm template, or a document without both
+    apiVersion and kind (a chart's values.yaml or Chart.yaml, a tool's config)."""
+    if isinstance(doc, InputError):
+        return doc.template
+    return not (isinstance(doc.obj, Mapping) and doc.obj.get("apiVersion") and doc.obj.get("kind"))
