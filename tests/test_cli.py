@@ -260,9 +260,18 @@ def test_counts_read_as_english_and_verbose_lists_clean_objects(tmp_path: Path) 
     assert r.stdout == f"OK    {f} (document 1): Pod ml/ok\n1 object: 1 clean\n"
     bad = tmp_path / "bad.yaml"
     bad.write_text("kind: [unclosed\n")
-    assert cli("check", str(bad)).stdout.endswith("1 object: 1 error\n")
-    r = cli("check", str(bad), str(f), str(bad))
-    assert r.returncode == 2 and r.stdout.endswith("3 objects: 1 clean, 2 errors\n")
+    # A document that is no object is not "1 object: 1 error" (issue 34): nothing was judged.
+    assert cli("check", str(bad)).stdout.endswith("0 objects; 1 unusable input\n")
+    r = cli("check", str(bad), str(f), str(bad), str(tmp_path / "missing.yaml"))
+    assert r.returncode == 2 and r.stdout.endswith("1 object: 1 clean; 3 unusable inputs\n")
+    # An object whose fields are wrong is an object in error; one only audited is "audited", not warned.
+    broken = write(tmp_path / "broken.yaml", pod({"name": "a", "image": "b", "env": "not a list"}, name="b"))
+    assert cli("check", str(broken)).stdout.endswith("1 object: 1 error\n")
+    config = tmp_path / "audit.yaml"
+    config.write_text("rules:\n  gpu-quantity: audit\n")
+    audited = write(tmp_path / "audited.yaml", pod(container(gpu="1.5"), name="c"))
+    r = cli("check", "--config", str(config), str(audited))
+    assert r.returncode == 0 and r.stdout.endswith("1 object: 1 audited\n") and "AUDIT " in r.stdout
 
 
 def test_empty_input_is_a_notice_and_fail_on_empty_makes_it_exit_1(tmp_path: Path) -> None:
@@ -330,8 +339,11 @@ def test_sarif_validates_against_the_sarif_2_1_0_schema_and_points_at_lines(tmp_
     assert found == {
         ("gpu-quantity", "error", "k8s/train.yaml", 18),
         ("no-visible-devices-env", "error", "k8s/train.yaml", 14),
-        ("unusable-manifest", "error", "k8s/train.yaml", 1),
+        # Where the YAML error is, as its message says (issue 34: it was line 1).
+        ("unusable-manifest", "error", "k8s/train.yaml", 21),
     }
+    (unusable,) = [x for x in run["results"] if x["ruleId"] == "unusable-manifest"]
+    assert "at line 21," in unusable["message"]["text"]
     assert all(rules[x["ruleIndex"]] == x["ruleId"] for x in run["results"])
     paths = [x["locations"][0].get("logicalLocations", [{}])[0].get("fullyQualifiedName") for x in run["results"]]
     assert 'Job/ml/train:spec.template.spec.containers[0].resources.limits["nvidia.com/gpu"]' in paths

@@ -57,7 +57,7 @@ def check(args: argparse.Namespace) -> int:
         if args.manifests_only and not_a_manifest(doc):
             continue
         if isinstance(doc, InputError):
-            results.append(Result(doc.where, error=doc.message))
+            results.append(Result(doc.where, error=doc.message, line=doc.line))
             continue
         try:
             req = review_request(doc, args.namespace)

@@ -74,6 +74,7 @@ class InputError:
     where: str
     message: str
     template: bool = False  # the file does not parse as YAML and holds `{{`: a Helm template
+    line: int = 1  # where in the file the problem is (SARIF's region), when known
 
     def __str__(self) -> str:
         return f"{self.where}: {self.message}"
@@ -123,7 +124,12 @@ def _documents(source: str, text: str) -> Iterator[Document | InputError]:
                 mark = getattr(exc, "problem_mark", None)
                 line = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
                 problem = getattr(exc, "problem", None) or str(exc)
-                yield InputError(f"{source} (document {index})", f"not valid YAML{line}: {problem}", "{{" in text)
+                yield InputError(
+                    f"{source} (document {index})",
+                    f"not valid YAML{line}: {problem}",
+                    "{{" in text,
+                    mark.line + 1 if mark is not None else 1,
+                )
                 return  # the parser cannot resynchronise after an error
             yield from _objects(source, index, obj, node)
     finally:

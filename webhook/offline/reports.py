@@ -113,12 +113,19 @@ def write_json(results: Sequence[Result], out: IO[str], strict: bool = False) ->
 
 
 def counts(results: Sequence[Result]) -> str:
-    """`3 objects: 1 denied, 2 clean`, `1 object: 1 error`."""
-    tally = {"denied": 0, "warned": 0, "clean": 0, "skipped": 0, "error": 0}
+    """`3 objects: 1 denied, 2 clean`, `1 object: 1 error` (an object whose fields are wrong),
+    `0 objects; 1 unusable input` (a file that cannot be read, a document that is no object)."""
+    tally = {"denied": 0, "warned": 0, "audited": 0, "clean": 0, "skipped": 0, "error": 0}
+    unusable = 0
     for r in results:
+        if r.outcome is None:
+            unusable += 1  # no object was judged: a missing file is not "1 object"
+            continue
         tally[_state(r)] += 1
     parts = [f"{n} {k}{'s' if k == 'error' and n != 1 else ''}" for k, n in tally.items() if n]
-    return f"{_plural(len(results), 'object')}: {', '.join(parts) or 'none'}"
+    objects = len(results) - unusable
+    text = f"{_plural(objects, 'object')}: {', '.join(parts)}" if objects else "0 objects"
+    return text + (f"; {_plural(unusable, 'unusable input')}" if unusable else "")
 
 
 def _plural(n: int, word: str) -> str:
@@ -133,8 +140,10 @@ def _state(r: Result) -> str:
         return "denied"
     if o.decision is Decision.SKIPPED:
         return "skipped"
-    if o.warnings or o.audit_annotations():
+    if o.warnings:
         return "warned"
+    if o.audit_annotations():
+        return "audited"  # recorded in the API server's audit log, told to nobody
     return "clean"
 
 

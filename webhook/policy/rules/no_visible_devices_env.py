@@ -2,8 +2,9 @@
 
 Restricted fields: spec.{initContainers,containers,ephemeralContainers}[*].env[*]
   where name == "NVIDIA_VISIBLE_DEVICES" (case-sensitive, as the runtime reads it)
-Allowed values: values that grant no device: "void", "none", "" (and lists the toolkit
-resolves to none, e.g. "none,all"). Never `valueFrom`: its value is unknown at admission.
+Allowed values: exactly "void", "none" or "" (nvidia.NO_DEVICES), which grant nothing on every
+toolkit; any other value ("none,all", " void", "void\x1c") is a grant to some reading of it
+(docs/policy.md's threat model). Never `valueFrom`: its value is unknown at admission.
 Every entry is checked, not only the last one the runtime honours, because `kubectl apply`
 may drop one of two duplicates. With integrations.kai on, the one entry KAI Scheduler's
 webhook gives a fraction pod's GPU container (a configMapKeyRef to KAI's ConfigMap) is allowed.
@@ -55,12 +56,13 @@ RULE: Rule = Rule(
     id=ID,
     check=check,
     summary="No container sets `NVIDIA_VISIBLE_DEVICES` to a value that grants a device, nor through "
-    "`valueFrom`; `void`, `none`, empty (and lists the toolkit resolves to none, such as `none,all`) are "
-    "allowed. Every duplicate is checked; names are case-sensitive. With `integrations.kai` on, the "
-    "`configMapKeyRef` KAI Scheduler's webhook gives a fraction pod's GPU container is allowed.",
+    "`valueFrom`: only exactly `void`, `none` or empty are allowed (a list such as `none,all`, or a value "
+    "with spaces or control characters, is a grant to some toolkit version). Every duplicate is checked; "
+    "names are case-sensitive. With `integrations.kai` on, the `configMapKeyRef` KAI Scheduler's webhook "
+    "gives a fraction pod's GPU container is allowed.",
     why="The variable bypasses the device plugin: the scheduler loses track of which cards are in use and "
-    "pods fight over them. The toolkit splits on commas and the first keyword decides (`0,all` is all; "
-    "`ALL` is a device id).",
+    "pods fight over them. Toolkit versions read lists differently (the current one: the first keyword "
+    "decides, so `0,all` is all and `ALL` is a device id), so only the exact no-device values are safe.",
     reads=("containers[*].env",),
     triggers=(Trigger(Where.GRANTING_ENV, VISIBLE_DEVICES),),
     example={"spec": {"containers": [{"name": "t", "env": [{"name": VISIBLE_DEVICES, "value": "all"}]}]}},
