@@ -393,3 +393,47 @@ def test_the_pre_commit_hook_as_pre_commit_runs_it(tmp_path: Path) -> None:
         [sys.executable, "-m", "webhook", "check", str(chart / "values.yaml")], capture_output=True, text=True, cwd=ROOT
     )
     assert bare.returncode == 2 and "kind: is required" in bare.stdout
+
+
+def test_check_tells_warnings_whole_where_the_webhook_cuts_them() -> None:
+    """Issue 34: the API server keeps 256 characters of a warning, so the webhook cuts its own;
+    `check` cut them offline too. The CLI prints each whole, with its fix."""
+    from tests.apiserver import ApiServer
+    from tests.helpers import corpus
+    from webhook.admission import validate
+    from webhook.admission.review import parse
+    from webhook.config import default_policy
+
+    obj = corpus()["dcgm-exporter-daemonset.yaml"]
+    served = validate(parse(ApiServer.build(obj)), default_policy()).warnings
+    assert served and all(len(w) <= 256 and "; fix: " not in w for w in served)  # the short form
+    r = cli("check", str(ROOT / "tests" / "corpus" / "dcgm-exporter-daemonset.yaml"))
+    told = [line for line in r.stdout.splitlines() if line.startswith("WARN ")]
+    assert told and any(len(line) > 300 and "; fix: " in line for line in told)
+
+
+def test_serve_says_serving_only_once_it_listens(cert_dir: Path) -> None:
+    """Issue 34: `serve` logged "serving https://…" before the bind failed. A port already taken:
+    the error names it, exit 2, and no line says it is serving."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = subprocess.run(
+            [sys.executable, "-m", "webhook", "serve", "--cert-dir", str(cert_dir), "--host", "127.0.0.1",
+             "--port", str(port), "--metrics-port", "0", "--cluster-version", "1.30"],
+            capture_output=True, text=True, cwd=ROOT, timeout=60,
+        )  # fmt: skip
+    assert r.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in r.stderr
+    assert "serving https" not in r.stdout + r.stderr and "starting https" in r.stdout + r.stderr
+
+
+def test_mutate_says_a_workload_is_printed_unchanged() -> None:
+    """Issue 34: `mutate` on a Deployment printed it unchanged without a word."""
+    r = cli("mutate", str(ROOT / "tests" / "corpus" / "clean-deployment.yaml"))
+    assert r.returncode == 0
+    assert "NOTE " in r.stderr and "printed unchanged: only Pods are mutated" in r.stderr
+    assert "NOTE " not in cli("mutate", str(ROOT / "tests" / "corpus" / "clean-gpu-pod.yaml")).stderr

@@ -129,6 +129,14 @@ def mutate(args: argparse.Namespace) -> int:
             code = EXIT_INPUT
             continue
         label = f"{doc.where}: {req.kind or '<no kind>'} {req.namespace}/{req.name or '<no name>'}"
+        if outcome.reason == admission.SKIP_KIND.reason:
+            # The API server sends pods, not templates, to the mutating webhook: say so rather
+            # than print the object back as if nothing could change.
+            print(
+                f"NOTE  {label}: printed unchanged: only Pods are mutated; at admission each pod this "
+                f"{req.kind} creates gets the patches, not its template",
+                file=sys.stderr,
+            )
         for w in outcome.warnings:
             print(f"WARN  {label}: {w}", file=sys.stderr)
         patched = jsonpatch.apply_patch(obj, outcome.ops) if outcome.ops else obj

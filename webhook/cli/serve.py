@@ -205,7 +205,7 @@ def command(args: argparse.Namespace) -> int:
     from .. import core_build
 
     log.info(
-        "serving https://%s:%d with %d worker(s); cluster version %s; policy core %s",
+        "starting https://%s:%d with %d worker(s); cluster version %s; policy core %s",
         args.host,
         args.port,
         args.workers,

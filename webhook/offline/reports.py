@@ -15,7 +15,7 @@ from typing import IO, Any
 
 from ..admission import UNPOLICED_GPU, Decision, Outcome
 from ..policy import ALL_RULES, Mode, Violation
-from ..policy.engine import DENY_PREFIX
+from ..policy.engine import DENY_PREFIX, WARN_PREFIX
 
 EXIT_OK, EXIT_DENIED, EXIT_INPUT = 0, 1, 2
 
@@ -100,10 +100,21 @@ def result_dict(r: Result) -> dict[str, Any]:
         "reason": o.reason or None,
         "allowed": o.allowed,
         "message": o.message or None,
-        "warnings": o.warnings,
+        "warnings": full_warnings(o),
         "auditAnnotations": o.audit_annotations(),
         "violations": [violation_dict(v) for v in o.violations(Mode.DENY)],
     }
+
+
+def full_warnings(o: Outcome) -> list[str]:
+    """The warnings as the CLI tells them: every warn-mode violation whole, with its fix. The API
+    server keeps at most 256 characters of a warning and about 4 KiB of all of them, so the
+    webhook cuts its own (engine.short_warning, review.cap_warnings); a terminal need not."""
+    found = o.violations(Mode.WARN)
+    if not found:
+        return list(o.warnings)
+    others = [w for w in o.warnings if not w.startswith(WARN_PREFIX)]  # notices that are not violations
+    return [WARN_PREFIX + v.describe() for v in found] + others
 
 
 def write_json(results: Sequence[Result], out: IO[str], strict: bool = False) -> None:
@@ -165,7 +176,7 @@ def write_text(results: Sequence[Result], out: IO[str], verbose: bool = False) -
             print(f"SKIP  {r.label}: {o.reason}", file=out)
         elif state == "clean" and verbose:
             print(f"OK    {r.label}", file=out)
-        for w in o.warnings:
+        for w in full_warnings(o):
             print(f"WARN  {r.label}: {w}", file=out)
         for key, value in o.audit_annotations().items():
             print(f"AUDIT {r.label}: {key}: {value}", file=out)
@@ -198,7 +209,8 @@ def write_junit(results: Sequence[Result], out: IO[str]) -> None:
         elif state == "skipped":
             lines.append(f"    <skipped message={quoteattr(o.reason)}/>")
         if o is not None and (o.warnings or o.audit_annotations()):
-            said = [f"WARN {w}" for w in o.warnings] + [f"AUDIT {k}: {v}" for k, v in o.audit_annotations().items()]
+            said = [f"WARN {w}" for w in full_warnings(o)]
+            said += [f"AUDIT {k}: {v}" for k, v in o.audit_annotations().items()]
             lines.append(f"    <system-out>{escape(chr(10).join(said))}</system-out>")
         lines.append("  </testcase>")
     lines.append("</testsuite>")

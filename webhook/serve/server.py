@@ -151,6 +151,7 @@ async def serve(webhook: Webhook, host: str, port: int, context: Any, *, reuse_p
     except BaseException:
         await webhook.stop()
         raise
+    log.info("serving https://%s:%d", host, http.port)  # only once the port is bound
     return http
 
 
