@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import SPEC_PATH, container, pod, run, wrap
-from webhook.policy.rules.no_gpu_device_hostpath import exposes, normalise
+from webhook.policy.hostpaths import normalise
+from webhook.policy.rules.no_gpu_device_hostpath import exposes
 
 HOSTPATH = "no-gpu-device-hostpath"
 

@@ -47,7 +47,9 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> tuple[
             )
             where = "kubeconfig"
         except Exception as exc:  # no file, no context: no cluster (make run)
-            raise ClusterError(f"no cluster: no in-cluster config and no usable kubeconfig ({_short(exc)})") from None
+            raise ClusterError(
+                f"no cluster: no in-cluster config and no usable kubeconfig ({short_error(exc)})"
+            ) from None
     return client.ApiClient(configuration), where
 
 
@@ -83,6 +85,6 @@ def call_json(call: Callable[..., Any], *args: Any, timeout: Any = 30.0, **kwarg
     return read_json(response)
 
 
-def _short(exc: BaseException) -> str:
+def short_error(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]

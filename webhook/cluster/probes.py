@@ -227,7 +227,7 @@ def gpu_resources(node: dict[str, Any], policy: Policy, side: str = "allocatable
     return {k: _quantity(v) for k, v in values.items() if "/" in k and is_device(k, policy)}
 
 
-def _schedulable(node: dict[str, Any]) -> bool:
+def schedulable(node: dict[str, Any]) -> bool:
     return not (node.get("spec") or {}).get("unschedulable")
 
 
@@ -278,7 +278,7 @@ class ProbeRunner:
                         return Check(
                             "",
                             SKIP,
-                            f"could not check: {_only_free(held, resource, node)} while the other probes hold theirs",
+                            f"could not check: {only_free(held, resource, node)} while the other probes hold theirs",
                             {"node": node, "resource": resource, "pending": name},
                         )
                     continue
@@ -364,7 +364,7 @@ class ProbeRunner:
             return Check(
                 "",
                 FAIL,
-                f"probe {name} was refused ({exc.status}): {_status_message(exc)}",
+                f"probe {name} was refused ({exc.status}): {status_message(exc)}",
                 {"node": node, "resource": resource},
                 "a webhook, quota or Pod Security level refused the probe: run verify in a namespace that allows it "
                 "(-n), or with an image that runs as non-root (--image)",
@@ -454,7 +454,7 @@ class ProbeRunner:
         self._add(name, check.status, check.summary, check.evidence, check.fix)
 
 
-_WIRING = (
+WIRING_FIX = (
     "the validating webhook is not called for this namespace: check the ValidatingWebhookConfiguration "
     "(failurePolicy, namespaceSelector: this namespace may be excluded), its caBundle, and the Service's endpoints"
 )
@@ -482,15 +482,15 @@ def _insufficient(events: list[dict[str, Any]], resource: str) -> bool:
     )
 
 
-def _only_free(free: int, resource: str, node: str) -> str:
+def only_free(free: int, resource: str, node: str) -> str:
     return f"only {max(free, 0)} free {resource} on node {node}"
 
 
-def _count(n: int) -> str:
+def count_text(n: int) -> str:
     return {2: "two", 3: "three", 4: "four"}.get(n, str(n))
 
 
-def _status_message(exc: Any) -> str:
+def status_message(exc: Any) -> str:
     try:
         return str(orjson.loads(exc.body).get("message") or exc.reason)
     except (orjson.JSONDecodeError, TypeError, AttributeError):

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from .client import _short, read_json
+from .client import read_json, short_error
 
 log = logging.getLogger("gpu-policy.clusterview")
 
@@ -196,7 +196,7 @@ class Reflector:
             except Exception as exc:  # unreachable, RBAC, a dropped connection: retried
                 self._count("view_errors")
                 if not broken:
-                    log.warning("%s: watch broken (%s); retrying with backoff", self.name, _short(exc))
+                    log.warning("%s: watch broken (%s); retrying with backoff", self.name, short_error(exc))
                 broken = True
                 with self.lock:
                     was, self.connected = self.connected, False

@@ -26,19 +26,19 @@ import orjson
 from ..policy.gpus import is_shared
 from .client import ClusterError
 from .probes import (
-    _WIRING,
     FAIL,
     INFO,
     PASS,
     SKIP,
+    WIRING_FIX,
     Check,
     ProbeRunner,
     Report,
-    _count,
-    _only_free,
-    _schedulable,
-    _status_message,
+    count_text,
     gpu_resources,
+    only_free,
+    schedulable,
+    status_message,
 )
 
 
@@ -72,7 +72,7 @@ class Verifier(ProbeRunner):
             policies = self.kube.admission_policies("mutatingadmissionpolicies")
             bindings = self.kube.admission_policies("mutatingadmissionpolicybindings") or []
         except ApiException as exc:
-            self._add("native-isolation", FAIL, f"cannot list MutatingAdmissionPolicies ({exc.status})", {}, _WIRING)
+            self._add("native-isolation", FAIL, f"cannot list MutatingAdmissionPolicies ({exc.status})", {}, WIRING_FIX)
             return
         if policies is None:
             self._add("native-isolation", SKIP, "this API server has no MutatingAdmissionPolicy v1 (before 1.36)", {})
@@ -97,9 +97,9 @@ class Verifier(ProbeRunner):
         ]
         evidence = {"policy": name, "bindings": [b["metadata"]["name"] for b in bound], "typeChecking": warnings}
         if not bound:
-            self._add("native-isolation", FAIL, f"{name} has no binding, so it never runs", evidence, _WIRING)
+            self._add("native-isolation", FAIL, f"{name} has no binding, so it never runs", evidence, WIRING_FIX)
         elif warnings:
-            self._add("native-isolation", FAIL, f"{name}: the API server's type check warns", evidence, _WIRING)
+            self._add("native-isolation", FAIL, f"{name}: the API server's type check warns", evidence, WIRING_FIX)
         else:
             self._add(
                 "native-isolation", PASS, f"{name} is installed and bound: the API server isolates pods", evidence
@@ -164,7 +164,7 @@ class Verifier(ProbeRunner):
             n = gpu_nodes.get(self.o.node)
             return self.o.node if n is not None and gpu_resources(n, self.policy).get(resource, 0) >= count else None
         for name, n in sorted(gpu_nodes.items()):
-            if _schedulable(n) and gpu_resources(n, self.policy).get(resource, 0) >= count:
+            if schedulable(n) and gpu_resources(n, self.policy).get(resource, 0) >= count:
                 return name
         return None
 
@@ -247,7 +247,7 @@ class Verifier(ProbeRunner):
                 continue
             free = gpu_resources(gpu_nodes[node], self.policy).get(resource, 0) - self._in_use(node, resource)
             if free < 2:
-                self._add(name, SKIP, _only_free(free, resource, node), {"node": node, "resource": resource})
+                self._add(name, SKIP, only_free(free, resource, node), {"node": node, "resource": resource})
                 continue
             self._isolation(name, node, resource, min(free, self.o.isolation_probes))
 
@@ -284,7 +284,7 @@ class Verifier(ProbeRunner):
             self._add(
                 name,
                 PASS,
-                f"{_count(count)} probes with 1 {resource} each, running together on {node}, see different devices",
+                f"{count_text(count)} probes with 1 {resource} each, running together on {node}, see different devices",
                 evidence,
             )
         elif is_shared(resource, self.policy):
@@ -333,15 +333,15 @@ class Verifier(ProbeRunner):
             try:
                 self.kube.create_pod(self.o.namespace, body, dry_run=True)
             except ApiException as exc:
-                message = _status_message(exc)
+                message = status_message(exc)
                 if exc.status == 403 and "GPU policy" in message:
                     self._add(name, PASS, "denied by gpu-policy (server-side dry run)", {"message": message})
                 else:
                     self._add(
-                        name, FAIL, f"refused, but not by gpu-policy ({exc.status})", {"message": message}, _WIRING
+                        name, FAIL, f"refused, but not by gpu-policy ({exc.status})", {"message": message}, WIRING_FIX
                     )
                 continue
-            self._add(name, FAIL, "a server-side dry run was admitted", {}, _WIRING)
+            self._add(name, FAIL, "a server-side dry run was admitted", {}, WIRING_FIX)
         plain = self._pod_body("dry-plain", [{"name": "c", "image": self.o.image}])
         try:
             created = self.kube.create_pod(self.o.namespace, plain, dry_run=True)
@@ -350,8 +350,8 @@ class Verifier(ProbeRunner):
                 "webhook-voids-plain-pod",
                 FAIL,
                 f"a plain pod was refused ({exc.status})",
-                {"message": _status_message(exc)},
-                _WIRING,
+                {"message": status_message(exc)},
+                WIRING_FIX,
             )
             return
         env = (created.get("spec") or {}).get("containers", [{}])[0].get("env") or []

@@ -26,7 +26,7 @@ from typing import Any
 from ..policy.namespaces import GPU_KINDS_ANNOTATION, NAME_LABEL
 from ..policy.nodes import NodeKey, group_nodes, node_key
 from ..policy.types import ClusterView, NamespaceFacts
-from .client import _short, read_json
+from .client import read_json, short_error
 from .reflector import Reflector, Timing
 
 log = logging.getLogger("gpu-policy.clusterview")
@@ -164,7 +164,7 @@ class ClusterWatcher:
                     self._forbidden(exc)
                     return
             except Exception as exc:
-                log.debug("resource.k8s.io discovery failed (%s); retrying", _short(exc))
+                log.debug("resource.k8s.io discovery failed (%s); retrying", short_error(exc))
             self.stop.wait(wait)
             wait = min(wait * 2, self.timing.backoff[1])
         else:

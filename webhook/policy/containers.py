@@ -189,7 +189,7 @@ class Container:
         )
 
 
-def _mapped_container(node: dict[str, Any], path: str, policy: Policy, fields: tuple[str, str]) -> Container:
+def read_mapped_container(node: dict[str, Any], path: str, policy: Policy, fields: tuple[str, str]) -> Container:
     """A container whose env and resources sit elsewhere in the object (VLLMRuntime: vllmConfig.env
     and deploymentConfig.resources, where `gpu: "1"` is a count of the GPU resource)."""
     env_field, resources_field = fields
@@ -205,13 +205,13 @@ def _mapped_container(node: dict[str, Any], path: str, policy: Policy, fields: t
             gpu_field = f"{resources_field}.gpu"
     elif resources is not None:
         shaped["resources"] = resources
-    c = _container(shaped, ContainerKind.REGULAR, "containers", "container", 0, path, "", policy, path, env_field)
+    c = read_container(shaped, ContainerKind.REGULAR, "containers", "container", 0, path, "", policy, path, env_field)
     c.resources_field = resources_field
     c.gpu_field = gpu_field
     return c
 
 
-def _container(
+def read_container(
     raw: Any,
     kind: ContainerKind,
     kind_field: str,

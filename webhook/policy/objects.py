@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
-from .containers import Container, _container, _mapped_container
+from .containers import Container, read_container, read_mapped_container
 from .shapes import ShapeError, as_flag, as_list, as_mapping, as_string, objects_at, type_name
 from .templates import BUILTIN, Key, Shape, Templates, expand, field_path, pointer
 from .types import ContainerKind, Policy
@@ -280,7 +280,7 @@ def build_view(
             raise too_large(f"{spec_path}.{kind_field}", f"{held} containers", MAX_CONTAINERS)
         for index, raw in enumerate(items):
             containers.append(
-                _container(raw, container_kind, kind_field, kind_label, index, spec_path, spec_pointer, policy)
+                read_container(raw, container_kind, kind_field, kind_label, index, spec_path, spec_pointer, policy)
             )
 
     node_name = spec.get("nodeName")
@@ -339,9 +339,9 @@ def _container_view(
     a pod of one container, with no pod-level fields, whose messages name the object's own path.
     `fields` (env, resources) says where a kind keeps them, relative to the object."""
     if fields is None:
-        c = _container(node, ContainerKind.REGULAR, "containers", "container", 0, path, "", policy, own_path=path)
+        c = read_container(node, ContainerKind.REGULAR, "containers", "container", 0, path, "", policy, own_path=path)
     else:
-        c = _mapped_container(node, path, policy, fields)
+        c = read_mapped_container(node, path, policy, fields)
     return PodView(
         path=path,
         meta_path=f"{path}.metadata",

@@ -13,10 +13,10 @@ from __future__ import annotations
 from typing import Final
 
 from ..gpus import gpu_pod
+from ..hostpaths import normalise, overlaps
 from ..objects import PodView
 from ..rule import PATHS, Rule, Trigger, Where
 from ..types import Policy, Violation
-from .no_gpu_device_hostpath import normalise, overlaps
 
 ID = "driver-hostpath-non-gpu"
 DRIVER_DIRS: Final[tuple[str, ...]] = ("/home/kubernetes/bin/nvidia", "/usr/local/nvidia", "/run/nvidia/driver")

@@ -23,10 +23,10 @@ from typing import Final
 
 import yaml
 
+from ..hostpaths import normalise
 from ..objects import PodView
 from ..rule import Rule, Trigger, Where
 from ..types import ContainerKind, Policy, Violation
-from .no_gpu_device_hostpath import normalise
 
 ID = "gke-device-annotation"
 PREFIX_ROOT: Final = "devices.gke.io/"

@@ -10,10 +10,10 @@ memory-backed emptyDir.
 
 from __future__ import annotations
 
+from ..hostpaths import SHM, normalise, under
 from ..objects import PodView
 from ..rule import PATHS, Rule, Trigger, Where
 from ..types import Mode, Policy, Violation
-from .no_gpu_device_hostpath import SHM, normalise, under
 
 ID = "host-shm"
 

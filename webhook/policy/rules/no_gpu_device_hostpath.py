@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from ..hostpaths import SHM, normalise, overlaps, under
 from ..objects import PodView
 from ..rule import PATHS, Rule, Trigger, Where
 from ..types import Policy, Violation
@@ -30,38 +31,6 @@ PROTECTED: Final[tuple[str, ...]] = (
     "/run/nvidia",
     DEVICE_LIST_DIR,
 )
-
-
-def normalise(path: str) -> str:
-    """Collapse //, ., .., trailing slashes, and spell /var/run as /run (a symlink on nodes)."""
-    parts: list[str] = []
-    for part in path.split("/"):
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if parts:
-                parts.pop()
-            continue
-        parts.append(part)
-    norm = "/" + "/".join(parts)
-    if norm == "/var/run" or norm.startswith("/var/run/"):
-        norm = "/run" + norm[len("/var/run") :]
-    return norm
-
-
-def under(path: str, root: str) -> bool:
-    """Normalised `path` is `root` or lies below it (everything lies below "/")."""
-    return path == root or path.startswith(root + "/") or root == "/"
-
-
-def overlaps(path: str, root: str) -> bool:
-    """A hostPath of normalised `path` reaches `root`: it is, lies under, or contains it."""
-    return under(path, root) or under(root, path)
-
-
-# Shared memory, not a device: every EKS/NCCL multi-node training sample mounts the host's
-# /dev/shm into pods that already hold their GPUs. The `host-shm` rule (off by default) covers it.
-SHM = "/dev/shm"
 
 
 def exposes(path: str) -> str | None:

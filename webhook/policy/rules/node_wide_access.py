@@ -21,10 +21,10 @@ from __future__ import annotations
 from typing import Final
 
 from ..gpus import gpu_pod, node_agent
+from ..hostpaths import normalise, overlaps
 from ..objects import PodView
 from ..rule import PATHS, Rule, Trigger, Where
 from ..types import Mode, Policy, Violation
-from .no_gpu_device_hostpath import normalise, overlaps
 
 ID = "node-wide-access"
 RUNTIME_STATE: Final = (
