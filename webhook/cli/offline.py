@@ -21,10 +21,9 @@ from ..admission import Decision
 from ..admission.review import Request
 from ..offline import reports
 from ..offline.manifests import InputError, NamespaceMismatch, not_a_manifest, read, review_request
-from ..offline.native import CelFailed, CelMissing
+from ..offline.native import CelFailed, CelMissing, MutatingPolicy, request_of
 from ..offline.reports import EXIT_DENIED, EXIT_INPUT, EXIT_OK, Result
-from ..policy import MUTATIONS, Policy
-from ..policy.rule import NativeMutation
+from ..policy import MUTATIONS
 from .settings import chart_view, from_args
 
 
@@ -93,9 +92,17 @@ def mutate(args: argparse.Namespace) -> int:
     chart = chart_view(args)
     policy = from_args(args, chart).policy
     # --engine cel: the native policies first (the API server runs MutatingAdmissionPolicy before
-    # the webhooks), then the webhook's mutations that CEL does not carry.
-    native = [m.native for m in MUTATIONS if m.native is not None and m.enabled(policy)]
-    rest = replace(policy, isolate_non_gpu=False) if native else policy
+    # the webhooks), compiled once, then the webhook's mutations that CEL does not carry.
+    native: list[MutatingPolicy] = []
+    webhook_policy = policy
+    if args.engine == "cel":
+        try:
+            native = [MutatingPolicy.of(m.native, policy) for m in MUTATIONS if m.native and m.enabled(policy)]
+        except CelMissing as exc:
+            print(f"ERROR {exc}", file=sys.stderr)
+            return EXIT_INPUT
+        if native:  # isolate-non-gpu is the one mutation with a twin (test_registry holds it)
+            webhook_policy = replace(policy, isolate_non_gpu=False)
     out: list[Any] = []
     code = EXIT_OK
     for doc in read(paths):
@@ -113,17 +120,16 @@ def mutate(args: argparse.Namespace) -> int:
             out.append(doc.obj)
             continue
         obj = doc.obj
-        if args.engine == "cel" and req.kind == "Pod" and not req.group:
+        if native and req.kind == "Pod" and not req.group:
             try:
-                req, obj = _natively(req, obj, policy, native)
-            except CelMissing as exc:
-                print(f"ERROR {exc}", file=sys.stderr)
-                return EXIT_INPUT
+                for compiled in native:
+                    obj = compiled.apply(obj, request_of(req.namespace, req.user, req.operation))
             except CelFailed as exc:  # the API server (failurePolicy Fail) would refuse it
                 print(f"DENY  {doc.where}: a native policy failed, so the API server would refuse it: {exc}")
                 code = EXIT_DENIED
                 continue
-        outcome = admission.mutate(req, rest if args.engine == "cel" else policy)
+            req = _with_object(req, obj)
+        outcome = admission.mutate(req, webhook_policy)
         if outcome.decision is Decision.MALFORMED:
             print(f"ERROR {doc.where}: {outcome.message}", file=sys.stderr)
             code = EXIT_INPUT
@@ -151,15 +157,6 @@ def mutate(args: argparse.Namespace) -> int:
     else:
         yaml.safe_dump_all(out, sys.stdout, sort_keys=False)
     return code
-
-
-def _natively(req: Request, obj: Any, policy: Policy, twins: list[NativeMutation]) -> tuple[Request, Any]:
-    """`obj` after the native policies, and the request the webhook then gets for it."""
-    from ..offline.native import MutatingPolicy, request_of
-
-    for twin in twins:
-        obj = MutatingPolicy.of(twin, policy).apply(obj, request_of(req.namespace, req.user, req.operation))
-    return _with_object(req, obj), obj
 
 
 def _with_object(req: Request, obj: Any) -> Request:

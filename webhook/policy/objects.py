@@ -9,7 +9,7 @@ shape check by accident, and "malformed" is always a clear error, never a silent
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
@@ -193,32 +193,32 @@ def build_views(
         meta = obj.get("metadata")
         found = meta.get("namespace") if isinstance(meta, dict) else None
         namespace = found if isinstance(found, str) else ""
+    views: list[PodView] = []
+    held = 0  # MAX_CONTAINERS over every view: each counts one besides its containers
+    for keys, shape in _candidates(obj, templates):
+        view = build_view(obj, keys, policy, kind, namespace, shape, templates.fields)
+        views.append(view)
+        held += 1 + len(view.containers)
+        # One view alone is checked as it is read (build_view); several, as they add up, so at
+        # most twice the budget is ever read.
+        if len(views) > 1 and held > MAX_CONTAINERS:
+            raise too_large(view.path or "object", f"{held} containers and pod templates", MAX_CONTAINERS)
+    return views
+
+
+def _candidates(obj: dict[str, Any], templates: Templates) -> Iterator[tuple[tuple[Key, ...], Shape]]:
+    """Where `templates` finds pod specs in `obj`: its fixed paths, or what its globs match."""
     if templates.required:
-        views = [build_view(obj, keys, policy, kind, namespace) for keys in templates.paths]
-        if len(views) > 1:
-            _within_budget(sum(1 + len(v.containers) for v in views), views[-1].path)
-        return views
-    views = []
-    held = 0
+        for path in templates.paths:
+            yield path, Shape.TEMPLATE
+        return
     for shape, patterns in templates.by_shape():
         for pattern in patterns:
             for keys in expand(obj, pattern):
                 # A glob may match fields that are not pod specs (KServe's predictor.minReplicas): only
                 # objects are candidates; an object of the wrong shape is still a ShapeError.
                 if shape is Shape.TEMPLATE or isinstance(_at(obj, keys), dict):
-                    view = build_view(obj, keys, policy, kind, namespace, shape, templates.fields)
-                    views.append(view)
-                    held += 1 + len(view.containers)
-                    if len(views) > 1:  # checked as it grows: at most twice the budget is read
-                        _within_budget(held, view.path)
-    return views
-
-
-def _within_budget(held: int, path: str) -> None:
-    """MAX_CONTAINERS over the views of one object, each view counting one besides its containers
-    (one view alone is checked as it is read, in build_view)."""
-    if held > MAX_CONTAINERS:
-        raise too_large(path or "object", f"{held} containers and pod templates", MAX_CONTAINERS)
+                    yield keys, shape
 
 
 def _at(obj: Any, keys: tuple[Key, ...]) -> Any:

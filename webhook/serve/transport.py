@@ -20,7 +20,7 @@ Ours, because neither library has it (each a few lines, marked below):
   that would be refused (aiohttp's own expect handler, which lives in the router we do not use,
   is mirrored in `_continue`);
 - 408 for a body not complete within server.bodySeconds;
-- the caps (server.maxConnections, server.maxInflightBytes): a connection past the first is
+- the caps (server.maxConnections, server.maxInflightBytes): a connection past the cap is
   answered 503 before any request is read; a large body (past SMALL_BODY) that does not fit the
   in-flight budget, 503 before it is read. Small bodies, what the API server sends nearly always,
   are never refused for it: their memory is bounded by the connection cap;
@@ -353,9 +353,7 @@ class Transport:
             except Exception:  # the handlers catch their own; this is the transport's last line
                 log.exception("internal error answering %s", request.path)
                 answer = (500, TEXT, b"internal error\n", True)
-            if len(body) > CLOSE_AFTER and not answer[3]:
-                answer = (answer[0], answer[1], answer[2], True)
-            return self._reply(answer)
+            return self._reply(answer, close=len(body) > CLOSE_AFTER)
         finally:
             conn.busy = False
             self.inflight -= reserved
@@ -409,10 +407,11 @@ class Transport:
         request.writer.output_size = 0  # as aiohttp: the answer proper has not started
         return None
 
-    def _reply(self, answer: Answer) -> web.Response:
-        status, content_type, payload, close = answer
+    def _reply(self, answer: Answer, *, close: bool = False) -> web.Response:
+        """The answer; `close` (or the handler's own say, or draining) ends the connection after it."""
+        status, content_type, payload, handler_close = answer
         response = web.Response(status=status, body=payload, headers={hdrs.CONTENT_TYPE: content_type})
-        if close or self.closing:
+        if close or handler_close or self.closing:
             # Draining: answer, but close the connection, so the API server's next review opens
             # a new one (to a replica that is staying) instead of reusing ours as we stop.
             response.force_close()
