@@ -29,6 +29,7 @@ POLICY = default_policy()
 CORPUS = Path(__file__).resolve().parent / "corpus"
 GPU = "nvidia.com/gpu"
 VOID = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}
+AMD_NONE = {"name": "AMD_VISIBLE_DEVICES", "value": "none"}
 
 
 def container(

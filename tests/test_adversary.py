@@ -317,5 +317,8 @@ def test_the_property_runs_on_the_chart_conditions(conditions: Any) -> None:
         "spec": {"containers": [{"name": "web", "image": "nginx"}]},
     }
     stored = admitted(pod, conditions)
-    assert stored is not None and stored["spec"]["containers"][0]["env"] == [{"name": VISIBLE, "value": "void"}]
+    assert stored is not None and stored["spec"]["containers"][0]["env"] == [
+        {"name": VISIBLE, "value": "void"},
+        {"name": "AMD_VISIBLE_DEVICES", "value": "none"},  # nor by AMD's own: "none" grants nothing
+    ]
     assert not sent(conditions["pods.validate.gpu-policy.io"], stored)

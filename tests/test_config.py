@@ -17,7 +17,8 @@ def test_defaults() -> None:
     # Kubernetes' own, and NVIDIA's node agents: the GPU operator (also as OpenShift installs it),
     # the standalone device plugin, the DRA driver.
     nvidia = {"gpu-operator", "nvidia-gpu-operator", "nvidia-device-plugin", "nvidia-dra-driver-gpu"}
-    assert s.policy.exempt_namespaces == {"kube-system", "kube-public", "kube-node-lease"} | nvidia
+    others = {"kube-amd-gpu", "inteldeviceplugins-system"}  # the AMD GPU operator's, Intel's operator
+    assert s.policy.exempt_namespaces == {"kube-system", "kube-public", "kube-node-lease"} | nvidia | others
     assert all(s.policy.mode(r.id) is r.default_mode for r in ALL_RULES)  # the registry's defaults
     assert s.policy.isolate_non_gpu is True and s.policy.custom_templates == {}
     assert s.cluster_version_auto and s.policy.cluster_version is None
@@ -154,7 +155,8 @@ def test_gpu_model_integrations_and_exemptions() -> None:
         environ={},
     )
     p = s.policy
-    assert p.shared_resources == ("example.com/*.slot",) and p.companion_resources == ()
+    assert p.shared_resources == ("example.com/*.slot",)
+    assert all(name.startswith(("amd.com/", "gpu.intel.com/")) for name in p.companion_resources)  # vendors' own
     assert p.kai and p.kai_schedulers == frozenset({"kai"}) and p.xgpu and not p.hami
     assert p.exempt_service_accounts == frozenset({"monitoring/dcgm-exporter"})
     assert "system:serviceaccount:gpu-operator:gpu-operator" in p.exempt_usernames
@@ -187,7 +189,9 @@ def test_gpu_model_integrations_and_exemptions() -> None:
 def test_cluster_view_and_device_classes() -> None:
     s = from_mapping({}, environ={})
     assert s.cluster_view and s.policy.cluster is None  # on when a cluster is reachable; no view until synced
-    assert s.policy.gpu_device_classes == frozenset({"gpu.nvidia.com", "mig.nvidia.com"})
+    assert s.policy.gpu_device_classes == frozenset(
+        {"gpu.nvidia.com", "mig.nvidia.com", "gpu.amd.com", "gpu.intel.com", "gpu-vfio.intel.com"}
+    )
     assert not from_mapping({"server": {"clusterView": "off"}}, environ={}).cluster_view
     assert problems({"server": {"clusterView": True}, "gpuDeviceClasses": ["gpu.nvidia.com", "Bad_Class", ""]}) == [
         "gpuDeviceClasses[2]: must be a non-empty string, got ''",

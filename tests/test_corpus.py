@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from tests.apiserver import ApiServer
-from tests.helpers import VOID, Server
+from tests.helpers import AMD_NONE, VOID, Server
 from webhook.policy import RULE_IDS
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
@@ -53,12 +53,18 @@ def test_through_the_server(corpus_api: ApiServer, name: str) -> None:
     obj = yaml.safe_load((CORPUS / name).read_text())
     if obj["kind"] == "Pod":
         response, patched = corpus_api.mutate(copy.deepcopy(obj))
-        isolated = [
-            after["name"]
-            for before, after in zip(containers(obj), containers(patched), strict=True)
-            if after.get("env", []) == [*before.get("env", []), VOID]
-        ]
+        isolated, amd = [], []
+        for before, after in zip(containers(obj), containers(patched), strict=True):
+            old = before.get("env", [])
+            added = after.get("env", [])[len(old) :]
+            assert after.get("env", [])[: len(old)] == old  # isolation only appends
+            if added[-1:] == [AMD_NONE]:  # AMD's entry comes last, after NVIDIA's
+                amd.append(after["name"])
+                added = added[:-1]
+            if added == [VOID]:
+                isolated.append(after["name"])
         assert sorted(isolated) == sorted(expected.get("isolated", isolated))
+        assert sorted(amd) == sorted(expected.get("amd", amd))
         obj = patched
     response = corpus_api.validate(obj)
     verdict = expected["verdict"]

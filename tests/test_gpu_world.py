@@ -445,7 +445,8 @@ def test_webhook_order_with_kai(order: str, config: str, servers: dict[str, Serv
             assert VOID not in env
             assert [e["name"] for e in env if e["name"] == "NVIDIA_VISIBLE_DEVICES"] == ["NVIDIA_VISIBLE_DEVICES"]
         else:
-            assert env[-1] == VOID
+            assert [e for e in env if e["name"] == "NVIDIA_VISIBLE_DEVICES"][-1] == VOID  # ours wins (last)
+            assert {"name": "AMD_VISIBLE_DEVICES", "value": "none"} in env
         verdict = client.validate(obj)
     finally:
         client.close()

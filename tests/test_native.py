@@ -167,7 +167,10 @@ def test_ephemeral_containers_added_by_kubectl_debug(shipped: MutatingPolicy) ->
     outcome = mutate(parse(review), from_mapping({"clusterVersion": "1.36"}, environ={}).policy)
     assert native == jsonpatch.apply_patch(copy.deepcopy(new), list(outcome.ops))
     assert "env" not in native["spec"]["ephemeralContainers"][0]
-    assert native["spec"]["ephemeralContainers"][1]["env"] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]
+    assert native["spec"]["ephemeralContainers"][1]["env"] == [
+        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
+        {"name": "AMD_VISIBLE_DEVICES", "value": "none"},
+    ]
 
 
 class Seen:

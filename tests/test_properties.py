@@ -21,6 +21,7 @@ from webhook import admission
 from webhook.admission import review
 from webhook.admission.review import ReviewError
 from webhook.policy import Mode, ShapeError, engine, group_of
+from webhook.policy.vendors import AMD
 
 RESOURCE_NAMES = [
     "nvidia.com/gpu",
@@ -170,6 +171,14 @@ def test_mutation_is_idempotent_and_only_voids_gpu_less_containers(obj: dict[str
     again = engine.mutate(engine.pod_view(out, POLICY), POLICY)
     assert again.ops == [], "reinvocation must change nothing"
     for c in engine.pod_view(obj, POLICY).containers:
-        if gpus.source(c, view, POLICY) is not None:
-            assert not any(op["path"].startswith(c.pointer + "/env") for op in changes.ops), c.name
+        added = [
+            entry
+            for op in changes.ops
+            if op["path"].startswith(c.pointer + "/env")
+            for entry in (op["value"] if isinstance(op["value"], list) else [op["value"]])
+        ]
+        if gpus.plugin_env_gpu(c, view, POLICY):  # its GPU comes through NVIDIA's variable
+            assert not any(e["name"] == "NVIDIA_VISIBLE_DEVICES" for e in added), c.name
+        if gpus.vendor_gpu(c, AMD):  # it may get an AMD GPU: AMD's variable is never touched
+            assert not any(e["name"] == "AMD_VISIBLE_DEVICES" for e in added), c.name
     assert group_of(obj["apiVersion"]) == ""

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from tests.helpers import POLICY, VOID, container, default_policy, mutate, mutated, pod, view, wrap
+from tests import helpers
+from tests.helpers import POLICY, VOID, container, default_policy, mutate, pod, view, wrap
 from webhook.policy import engine
 
-P = POLICY
+# NVIDIA's void on its own: the shipped policy also gives AMD_VISIBLE_DEVICES=none (vendors.amd.isolate),
+# which has its own tests at the end of this file, with POLICY as it ships.
+P = default_policy(amd_isolate=False)
+AMD_NONE = {"name": "AMD_VISIBLE_DEVICES", "value": "none"}
+
+
+def mutated(obj: dict[str, Any], policy: Any = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    return helpers.mutated(obj, policy or P)
 
 
 def test_guide_isolation_pod_without_gpu_gets_void_everywhere() -> None:
@@ -93,7 +103,7 @@ def test_opt_out_annotation_does_not_disable_isolation() -> None:
 
 
 def test_disabled_and_templates() -> None:
-    assert mutated(pod(container()), default_policy(isolate_non_gpu=False))[0] == []
+    assert mutated(pod(container()), default_policy(amd_isolate=False, isolate_non_gpu=False))[0] == []
     assert mutated(wrap(pod(container()), "Deployment"))[0] == []
 
 
@@ -126,11 +136,11 @@ def test_mig_and_shared_gpu_containers_are_never_voided() -> None:
 
 
 def test_device_resources_are_configurable() -> None:
-    obj = pod(mig("amd", "amd.com/gpu"), mig("bad-value", "nvidia.com/mig-1g.5gb", "abc"))
-    ops, out = mutated(obj, default_policy(device_resources=("amd.com/gpu", "nvidia.com/mig-*")))
+    obj = pod(mig("npu", "example.com/npu"), mig("bad-value", "nvidia.com/mig-1g.5gb", "abc"))
+    ops, out = mutated(obj, default_policy(amd_isolate=False, device_resources=("example.com/npu", "nvidia.com/mig-*")))
     assert ops == []  # an unparsable MIG request is left for validation, never voided
     _, out = mutated(obj)
-    assert [c["name"] for c in out["spec"]["containers"] if VOID in c.get("env", [])] == ["amd"]
+    assert [c["name"] for c in out["spec"]["containers"] if VOID in c.get("env", [])] == ["npu"]
 
 
 def test_companions_dra_extended_resources_and_kai_fraction_containers() -> None:
@@ -149,7 +159,7 @@ def test_companions_dra_extended_resources_and_kai_fraction_containers() -> None
 def test_kai_fraction_container_only_with_the_integration_and_only_that_container() -> None:
     obj = pod(container("sidecar"), container("gpu"), schedulerName="kai-scheduler")
     obj["metadata"]["annotations"] = {"gpu-fraction": "0.5", "gpu-fraction-container-name": "gpu"}
-    kai = default_policy(kai=True)
+    kai = default_policy(amd_isolate=False, kai=True)
     _, out = mutated(obj, kai)
     assert [c["name"] for c in out["spec"]["containers"] if VOID in c.get("env", [])] == ["sidecar"]
     _, out = mutated(obj)  # without the integration KAI's own webhook replaces the void
@@ -161,5 +171,62 @@ def test_kai_fraction_container_only_with_the_integration_and_only_that_containe
 
 def test_exempt_service_account_is_never_mutated() -> None:
     obj = pod(container("exporter"), namespace="monitoring", serviceAccountName="dcgm-exporter")
-    assert mutated(obj, default_policy(exempt_service_accounts=frozenset({"monitoring/dcgm-exporter"})))[0] == []
+    assert (
+        mutated(
+            obj, default_policy(amd_isolate=False, exempt_service_accounts=frozenset({"monitoring/dcgm-exporter"}))
+        )[0]
+        == []
+    )
     assert len(mutated(obj)[0]) == 1
+
+
+# ---- AMD's entry (issue 36): AMD_VISIBLE_DEVICES=none, after NVIDIA's void, as the policy ships.
+
+
+def amd(name: str, resource: str, value: object = 1) -> dict[str, Any]:
+    return container(name, image="rocm/pytorch:latest", resources={"limits": {resource: value}})
+
+
+def test_every_container_without_an_amd_gpu_gets_amd_none_last() -> None:
+    obj = pod(
+        container("cpu"),
+        container("nvidia", gpu=1),
+        amd("rocm", "amd.com/gpu"),
+        amd("partition", "amd.com/cpx_nps4"),
+        amd("zero", "amd.com/gpu", 0),
+        initContainers=[container("init", env=[{"name": "AMD_VISIBLE_DEVICES", "value": "all"}])],
+    )
+    _ops, out = helpers.mutated(obj)
+    env = {c["name"]: c.get("env", []) for c in out["spec"]["initContainers"] + out["spec"]["containers"]}
+    assert env["cpu"] == [VOID, AMD_NONE]
+    assert env["nvidia"] == [AMD_NONE]  # NVIDIA's GPU kept; no AMD GPU asked for
+    assert env["rocm"] == [VOID] and env["partition"] == [VOID]  # AMD's own: its variable never touched
+    assert env["zero"] == [VOID, AMD_NONE]  # 0 of an AMD resource is no AMD GPU
+    assert env["init"] == [{"name": "AMD_VISIBLE_DEVICES", "value": "all"}, VOID, AMD_NONE]  # last wins
+    assert helpers.mutated(out)[0] == []  # idempotent: the webhook's reinvocation changes nothing
+
+
+@pytest.mark.parametrize("value", ["none", "void", ""])
+def test_an_exact_amd_no_device_literal_is_left_alone(value: str) -> None:
+    entry = {"name": "AMD_VISIBLE_DEVICES", "value": value}
+    _ops, out = helpers.mutated(pod(container(env=[entry])))
+    assert out["spec"]["containers"][0]["env"] == [entry, VOID]
+
+
+def test_claims_any_amd_domain_resource_and_the_switches() -> None:
+    claim = container("dra", resources={"claims": [{"name": "gpu"}]})
+    custom = amd("custom", "amd.com/some-future-partition")  # a name of AMD's domain the model lacks
+    _, out = helpers.mutated(pod(claim, custom, resourceClaims=[{"name": "gpu"}]))
+    assert [c.get("env") for c in out["spec"]["containers"]] == [[VOID], [VOID]]
+    for policy in (default_policy(amd_isolate=False), default_policy(isolate_non_gpu=False)):
+        assert AMD_NONE not in helpers.mutated(pod(container()), policy)[1]["spec"]["containers"][0].get("env", [])
+
+
+def test_ephemeral_debug_container_gets_amd_none() -> None:
+    obj = pod(amd("rocm", "amd.com/gpu"))
+    obj["spec"]["ephemeralContainers"] = [{"name": "debugger", "image": "busybox"}]
+    ops = engine.mutate_new_ephemeral(view(obj, POLICY), POLICY, set()).ops
+    assert ops == [
+        {"op": "add", "path": "/spec/ephemeralContainers/0/env", "value": [VOID]},
+        {"op": "add", "path": "/spec/ephemeralContainers/0/env/-", "value": AMD_NONE},
+    ]

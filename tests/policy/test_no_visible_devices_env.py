@@ -1,7 +1,8 @@
 import pytest
 
-from tests.helpers import SPEC_PATH, container, pod, run, wrap
+from tests.helpers import SPEC_PATH, container, default_policy, pod, run, wrap
 from webhook.policy.nvidia import grants_devices
+from webhook.policy.vendors import NVIDIA
 
 ID = "no-visible-devices-env"
 
@@ -97,3 +98,37 @@ def test_all_container_kinds() -> None:
 def test_templates(kind: str) -> None:
     (v,) = run(wrap(pod(container(env=[nvd("all")])), kind), rule=ID)
     assert v.path == f"{SPEC_PATH[kind]}.containers[0].env[0]"
+
+
+# ---- The AMD Container Runtime's variables (issue 36): the same exact-literal discipline.
+
+
+@pytest.mark.parametrize("name", ["AMD_VISIBLE_DEVICES", "DOCKER_RESOURCE_GPU", "DOCKER_RESOURCE_"])
+@pytest.mark.parametrize("value", ["all", "ALL", "0", "none,0", "0-3", "0x1a2b3c4d5e", " none", "$(X)", "NONE"])
+def test_amd_granting_values_are_denied(name: str, value: str) -> None:
+    for resources in ({}, {"limits": {"amd.com/gpu": 1}}):
+        c = container("rocm", image="rocm/pytorch:latest", env=[{"name": name, "value": value}], resources=resources)
+        (v,) = run(pod(c), rule=ID)
+        assert v.path == "spec.containers[0].env[0]" and f"sets {name}=" in v.detail and "AMD" in v.detail
+        assert v.fix == 'remove the variable and request GPUs with resources.limits["amd.com/gpu"]'
+
+
+@pytest.mark.parametrize("value", ["none", "void", ""])
+def test_amd_literals_granting_nothing_pass_and_value_from_does_not(value: str) -> None:
+    assert run(pod(container(env=[{"name": "AMD_VISIBLE_DEVICES", "value": value}])), rule=ID) == []
+    ref = {"name": "DOCKER_RESOURCE_X", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}
+    (v,) = run(pod(container(env=[ref])), rule=ID)
+    assert v.value == "valueFrom"
+
+
+def test_amd_names_are_exact_and_follow_the_vendor_switch() -> None:
+    for name in ("amd_visible_devices", "AMD_VISIBLE_DEVICES_X", "XDOCKER_RESOURCE_GPU", "DOCKER_RESOURCES"):
+        assert run(pod(container(env=[{"name": name, "value": "all"}])), rule=ID) == [], name
+    entry = {"name": "AMD_VISIBLE_DEVICES", "value": "all"}
+    assert run(pod(container(env=[entry])), default_policy(vendors=(NVIDIA,)), rule=ID) == []
+
+
+def test_nvidia_first_then_amd_in_each_container() -> None:
+    env = [{"name": "AMD_VISIBLE_DEVICES", "value": "0"}, {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+    found = run(pod(container(env=env)), rule=ID)
+    assert [v.path for v in found] == ["spec.containers[0].env[1]", "spec.containers[0].env[0]"]

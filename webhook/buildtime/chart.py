@@ -53,12 +53,15 @@ def clause(trigger: Any) -> Clause:
         return Clause("has(object.spec.resourceClaims)", False, "")
     if where is Where.CONTAINER_ENV:
         return Clause("(has(c.env) && c.env.exists(e, e.name == '%s'))", True, value)
-    if where is Where.GRANTING_ENV:
-        from ..policy.nvidia import NO_DEVICES
+    if where is Where.GRANTING_ENV or where is Where.GRANTING_ENV_PREFIX:
+        from ..policy.vendors import NVIDIA, VENDORS, granting
 
-        literals = ", ".join(f"'{v}'" for v in sorted(NO_DEVICES))
+        # NVIDIA's IMEX and MIG variables are parsed as its device list (webhook.policy.nvidia).
+        vendor = granting(trigger.text, VENDORS) or NVIDIA
+        literals = ", ".join(f"'{v}'" for v in sorted(vendor.no_devices))
+        test = "e.name == '%s'" if where is Where.GRANTING_ENV else "e.name.startsWith('%s')"
         return Clause(
-            "(has(c.env) && c.env.exists(e, e.name == '%s' && (has(e.valueFrom) || "
+            f"(has(c.env) && c.env.exists(e, {test} && (has(e.valueFrom) || "
             f"(has(e.value) && !(e.value in [{literals}])))))",
             True,
             value,
@@ -67,8 +70,9 @@ def clause(trigger: Any) -> Clause:
         return Clause("(has(c.volumeMounts) && c.volumeMounts.exists(m, m.mountPath.contains('%s')))", True, value)
     if where is Where.NODE_LABEL:
         # Any required affinity may pin the label (In/Exists on it): send every pod that has one.
-        if trigger.setting == "gpuNodeLabels":  # a list: the accelerator label and the others
-            labels = "(toJson (prepend $p.gpuNodeLabels $p.acceleratorNodeSelector.labelKey))"
+        if trigger.setting == "gpuNodeLabels":  # a list: the accelerator label, the others, the vendors'
+            own = "(prepend $p.gpuNodeLabels $p.acceleratorNodeSelector.labelKey)"
+            labels = f"(toJson (concat {own} {_vendor_lists('node_labels')}))"
             return Clause(
                 "((has(object.spec.nodeSelector) && %s.exists(l, l in object.spec.nodeSelector)) || "
                 "has(object.spec.affinity))",
@@ -101,6 +105,18 @@ def clause(trigger: Any) -> Clause:
             value,
         )
     raise AssertionError(f"no CEL for {where}")
+
+
+def _vendor_lists(field: str) -> str:
+    """Helm for the names of `field` (a Vendor tuple) of each other vendor that is on: what
+    webhook.config adds to the top-level lists, so the chart's CEL sees the same names."""
+    from ..policy.vendors import OTHERS
+
+    parts = []
+    for vendor in OTHERS:
+        names = " ".join(json.dumps(n) for n in getattr(vendor, field))
+        parts.append(f"(ternary (list {names}) (list) $p.vendors.{vendor.key}.enabled)")
+    return " ".join(parts)
 
 
 def _printf(c: Clause) -> str:

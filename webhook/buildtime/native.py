@@ -20,6 +20,7 @@ VALUES: Final = {
     "devices": '(include "gpu-policy.celNames" (prepend $p.gpuDeviceResources $p.gpuResourceName))',
     "companions": '(include "gpu-policy.celNames" $p.gpuCompanionResources)',
     "kai": '(ternary "true" "false" $p.integrations.kai.enabled)',
+    "amdIsolate": '(ternary "true" "false" (and $p.vendors.amd.enabled $p.vendors.amd.isolate))',
     "kaiSchedulers": "(toJson $p.integrations.kai.schedulerNames)",
     # The release namespace is always exempt (gpu-policy.config adds it to the server's too).
     "exemptNamespaces": "(toJson (concat $p.exemptNamespaces .Values.webhook.excludedNamespaces "

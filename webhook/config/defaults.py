@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from ..policy import DEFAULT_MODES
+from ..policy.vendors import NVIDIA, VENDORS
 
 # The largest AdmissionReview the API server sends: the object it decodes is at most
 # MaxRequestBodyBytes, 3 MiB (k8s.io/apiserver pkg/server/config.go: twice etcd's 1.5 MiB request
@@ -24,65 +25,35 @@ MAX_REQUEST_BYTES: Final = 4 * 1024 * 1024
 DEFAULTS: dict[str, Any] = {
     "rules": {rule: mode.value for rule, mode in DEFAULT_MODES.items()},
     "sharedGpu": True,
-    "gpuResourceName": "nvidia.com/gpu",
-    "gpuDeviceResources": [
-        "nvidia.com/gpu",
-        "nvidia.com/gpu.shared",
-        "nvidia.com/mig-*",
-        "nvidia.com/*.shared",
-        "nvidia.com/*-shared",
-        "deviceclass.resource.kubernetes.io/*",
-        # Volcano's vGPU device plugin and Alibaba's gpushare: their Allocate answers set
-        # NVIDIA_VISIBLE_DEVICES, so isolation must leave them alone.
-        "volcano.sh/vgpu-number",
-        "aliyun.com/gpu-count",
-        # NVIDIA's sandbox device plugin (Kata GPU pass-through, P_GPU_ALIAS=pgpu)
-        "nvidia.com/pgpu",
-    ],
-    "gpuSharedResources": ["nvidia.com/*.shared", "nvidia.com/*-shared"],
-    "gpuCompanionResources": [
-        "nvidia.com/gpumem",
-        "nvidia.com/gpumem-percentage",
-        "nvidia.com/gpucores",
-        "volcano.sh/gpu-mem.128Mi",
-        "volcano.sh/gpu-core.percentage",
-        "volcano.sh/vgpu-memory",
-        "volcano.sh/vgpu-memory-percentage",
-        "volcano.sh/vgpu-cores",
-        "aliyun.com/gpu-mem",
-        "aliyun.com/gpu-core.percentage",
-    ],
+    "gpuResourceName": NVIDIA.resource,
+    "gpuDeviceResources": list(NVIDIA.devices),
+    "gpuSharedResources": list(NVIDIA.shared),
+    "gpuCompanionResources": list(NVIDIA.companions),
+    # The other vendors' names (webhook.policy.vendors) are added to the lists above when on.
+    "vendors": {
+        "amd": {"enabled": True, "isolate": True},
+        "intel": {"enabled": True},
+    },
     "integrations": {
         "kai": {"enabled": False, "schedulerNames": ["kai-scheduler"]},
         "hami": {"enabled": False},
         "xgpu": {"enabled": False},
     },
     # The chart's webhook.excludedNamespaces default is the same list (tests/test_chart.py), so
-    # `gpu-policy check` judges exactly the namespaces an installed chart judges.
-    # NVIDIA's node agents: the GPU operator (OpenShift's OperatorHub install uses nvidia-gpu-operator),
-    # the standalone device plugin, and the DRA driver (its kubelet plugin mounts /var/run/cdi).
+    # `gpu-policy check` judges exactly the namespaces an installed chart judges: Kubernetes' own,
+    # then every vendor's node agents (webhook.policy.vendors).
     "exemptNamespaces": [
         "kube-system",
         "kube-public",
         "kube-node-lease",
-        "gpu-operator",
-        "nvidia-gpu-operator",
-        "nvidia-device-plugin",
-        "nvidia-dra-driver-gpu",
+        *(ns for vendor in VENDORS for ns in vendor.agent_namespaces),
     ],
     "exemptServiceAccounts": [],
     "exemptUsernames": [],
-    "nodeAgentImages": ["nvcr.io/nvidia/"],
-    "gpuNodeLabels": [
-        "cloud.google.com/gke-accelerator",
-        "nvidia.com/gpu.present",
-        "nvidia.com/gpu.product",
-        "k8s.amazonaws.com/accelerator",
-    ],
-    "gpuRuntimeClasses": ["nvidia", "nvidia-legacy", "nvidia-cdi"],
-    # The NVIDIA DRA driver's classes for whole GPUs and MIG devices (its ComputeDomain classes
-    # hand out IMEX channels, not GPUs).
-    "gpuDeviceClasses": ["gpu.nvidia.com", "mig.nvidia.com"],
+    "nodeAgentImages": list(NVIDIA.agent_images),
+    "gpuNodeLabels": list(NVIDIA.node_labels),
+    "gpuRuntimeClasses": list(NVIDIA.runtime_classes),
+    "gpuDeviceClasses": list(NVIDIA.device_classes),
     "gpuNamespaces": [],
     "draAdminAccessNamespaces": [],
     "gpuNamespaceSelector": None,
@@ -163,6 +134,9 @@ COMMENTS: dict[str, str] = {
     "gpuDeviceResources": "device-plugin resources that are GPUs (MIG, shared, DRA extended); one * per name",
     "gpuSharedResources": "of those, time-sliced/MPS slots: at most 1 per container (the device plugin refuses more)",
     "gpuCompanionResources": "resources that imply a GPU without a device resource (HAMi, xGPU)",
+    "vendors.amd.enabled": "AMD GPUs (amd.com/gpu, partitions, AMD_VISIBLE_DEVICES): their names join the lists above",
+    "vendors.amd.isolate": "with isolateNonGpu: AMD_VISIBLE_DEVICES=none for containers that get no AMD GPU",
+    "vendors.intel.enabled": "Intel GPUs (gpu.intel.com/i915, xe; monitoring only for exempt agents)",
     "integrations.kai.enabled": "KAI Scheduler fraction pods: the NVIDIA_VISIBLE_DEVICES KAI injects is allowed",
     "integrations.kai.schedulerNames": "schedulerName values of KAI's pods",
     "integrations.hami.enabled": "HAMi: nvidia.com/gpucores <= 100, gpumem > 0 and gpumem-percentage <= 100 checked",

@@ -18,6 +18,7 @@ import yaml
 
 from ..policy import DEFAULT_MODES, Mode, Policy
 from ..policy.rules.gpu_kinds_allowed import parse_kinds
+from ..policy.vendors import AMD, NVIDIA, OTHERS
 from . import checks
 from .defaults import DEFAULTS
 
@@ -246,6 +247,18 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
     devices = checks.resource_patterns(problems, "gpuDeviceResources", c["gpuDeviceResources"])
     shared = checks.resource_patterns(problems, "gpuSharedResources", c["gpuSharedResources"])
     companions = checks.resource_patterns(problems, "gpuCompanionResources", c["gpuCompanionResources"])
+    vendors = [NVIDIA]
+    for other in OTHERS:
+        switches = c["vendors"][other.key]
+        for key in switches:
+            checks.expect(problems, f"vendors.{other.key}.{key}", switches[key], bool, "true or false")
+        if switches["enabled"] is True:
+            vendors.append(other)
+    amd_isolate = AMD in vendors and c["vendors"]["amd"]["isolate"] is True
+    for other in vendors[1:]:  # the other vendors' names join the configured (NVIDIA's) lists
+        devices += [n for n in other.devices + other.node_wide if n not in devices]
+        shared += [n for n in other.shared if n not in shared]
+        companions += [n for n in other.companions if n not in companions]
     integrations = c["integrations"]
     for name in ("kai", "hami", "xgpu"):
         checks.expect(problems, f"integrations.{name}.enabled", integrations[name]["enabled"], bool, "true or false")
@@ -373,6 +386,12 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
     if server["clusterView"] not in ("auto", "off"):
         problems.append(f"server.clusterView: must be auto or off, got {server['clusterView']!r}")
 
+    for other in vendors[1:]:
+        agent_images += [n for n in other.agent_images if n not in agent_images]
+        node_labels += [n for n in other.node_labels if n not in node_labels]
+        device_classes += [n for n in other.device_classes if n not in device_classes]
+        runtime_classes += [n for n in other.runtime_classes if n not in runtime_classes]
+
     if problems:
         return None
     policy = Policy(
@@ -382,6 +401,8 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
         device_resources=tuple(devices),
         shared_resources=tuple(shared),
         companion_resources=tuple(companions),
+        vendors=tuple(vendors),
+        amd_isolate=amd_isolate,
         kai=integrations["kai"]["enabled"],
         kai_schedulers=frozenset(kai_schedulers),
         hami=integrations["hami"]["enabled"],

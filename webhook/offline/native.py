@@ -46,6 +46,7 @@ VALUES: Final[dict[str, Callable[[Policy], str]]] = {
     "devices": lambda p: json.dumps(_names((p.resource_name, *p.device_resources))),
     "companions": lambda p: json.dumps(_names(p.companion_resources)),
     "kai": lambda p: "true" if p.kai else "false",
+    "amdIsolate": lambda p: "true" if p.amd_isolate else "false",
     "kaiSchedulers": lambda p: json.dumps(sorted(p.kai_schedulers)),
     "exemptNamespaces": lambda p: json.dumps(sorted(p.exempt_namespaces)),
     "exemptUsernames": lambda p: json.dumps(sorted(p.exempt_usernames)),

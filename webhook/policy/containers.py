@@ -14,13 +14,19 @@ from .nvidia import GRANTING
 from .quantity import QuantityError, parse_quantity
 from .shapes import ShapeError, as_flag, as_list, as_mapping, as_string, dig, objects_at, quote_key, type_name
 from .types import ContainerKind, Policy, Violation
+from .vendors import VENDORS
 
 # Env names the rules and mutations read; `build_view` records where each one occurs so
 # nobody rescans env lists (they are the bulk of a pod spec). Every env entry's name is checked;
 # only these names' values are read and checked. (The server once narrowed the set per request by
 # scanning the raw body for the names: with the compiled core, three scans of the body cost more
 # than walking every env list.)
-WATCHED: Final = frozenset({*GRANTING, "LD_LIBRARY_PATH", "NVIDIA_DRIVER_CAPABILITIES"})
+# Every vendor's granting variables are watched whether or not it is on (the walk knows no
+# policy); names that start with a vendor's granting prefix (AMD's DOCKER_RESOURCE_) are too.
+WATCHED: Final = frozenset(
+    {*GRANTING, "LD_LIBRARY_PATH", "NVIDIA_DRIVER_CAPABILITIES", *(n for v in VENDORS for n in v.grant_env)}
+)
+WATCHED_PREFIXES: Final = tuple(p for v in VENDORS for p in v.grant_env_prefixes)
 
 
 # The classes built on every request (EnvVar, Container, PodView) have an explicit __init__:
@@ -250,7 +256,7 @@ def read_container(
             env_name = entry.get("name")
             if not isinstance(env_name, str):
                 raise ShapeError(f"{path}.{env_field}[{i}].name", "must be a string")
-            if env_name in WATCHED:  # only the values we read are ours to type-check
+            if env_name in WATCHED or env_name.startswith(WATCHED_PREFIXES):  # only values we read are checked
                 value = entry.get("value")
                 if value is not None and not isinstance(value, str):
                     raise ShapeError(f"{path}.{env_field}[{i}].value", f"must be a string, got {type_name(value)}")

@@ -29,6 +29,7 @@ OBJECT_RULES_BY_KIND: Final[dict[tuple[str, str], tuple[ObjectRule, ...]]] = {
 }
 
 NODE_AGENT: Final = "gpu-node-agent"
+AGENT_LEAD: Final = "if this is a trusted GPU node agent"  # a fix that offers the exemption first
 DENY_PREFIX: Final = "violates GPU policy: "
 WARN_PREFIX: Final = "would violate GPU policy: "
 
@@ -98,11 +99,11 @@ def pod_violations(pod: PodView, policy: Policy) -> list[Violation]:
 
 
 def _agent_fix(v: Violation, pod: PodView) -> Violation:
-    if v.rule == NODE_AGENT:  # its fix is the exemption already
+    if v.rule == NODE_AGENT or v.fix.startswith(AGENT_LEAD):  # its fix is the exemption already
         return v
     account = agent_account(pod)
     fix = (
-        f'if this is a trusted GPU node agent, the platform exempts it: "{account}" in exemptServiceAccounts '
+        f'{AGENT_LEAD}, the platform exempts it: "{account}" in exemptServiceAccounts '
         f"(or its namespace in exemptNamespaces); otherwise {v.fix}"
     )
     return Violation(v.rule, v.path, v.detail, fix, v.container, v.container_kind, v.value, v.scope)

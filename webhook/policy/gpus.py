@@ -38,6 +38,7 @@ from .nvidia import VISIBLE_DEVICES, grants_devices
 from .objects import PodView
 from .quantity import QuantityError, parse_quantity
 from .types import ContainerKind, Policy
+from .vendors import OTHER_DOMAINS, Vendor
 
 # KAI Scheduler's pod annotations (kai-scheduler/KAI-Scheduler pkg/common/constants).
 KAI_FRACTION: Final = "gpu-fraction"
@@ -224,6 +225,29 @@ def resource_hint(c: Container, view: PodView, policy: Policy) -> str:
     return policy.resource_name
 
 
+def pod_vendor(view: PodView, policy: Policy) -> Vendor:
+    """The vendor a pod's messages should speak of: the first whose resource domain a container asks
+    for, whose agent image it runs or whose node label pins it; NVIDIA when none says otherwise."""
+    others = policy.vendors[1:]
+    if not others:
+        return policy.vendors[0]
+    for vendor in others:
+        for c in view.containers:
+            if c.image.startswith(vendor.agent_images) or any(
+                name.startswith(vendor.domains) for side in (c.limits, c.requests) for name in (side or ())
+            ):
+                return vendor
+        if any(view.pinned_to(label) for label in vendor.node_labels):
+            return vendor
+    return policy.vendors[0]
+
+
+def pod_resource(view: PodView, policy: Policy) -> str:
+    """The GPU resource a pod-level fix names: its vendor's (gpuResourceName for NVIDIA)."""
+    vendor = pod_vendor(view, policy)
+    return policy.resource_name if vendor.key == "nvidia" else vendor.resource
+
+
 def plugin_env_gpu(c: Container, view: PodView, policy: Policy) -> bool:
     """`c`'s GPU reaches it through a variable the node sets in its environment: a device-plugin
     resource (the plugin's Allocate answers NVIDIA_VISIBLE_DEVICES), a companion resource (HAMi's
@@ -237,7 +261,24 @@ def plugin_env_gpu(c: Container, view: PodView, policy: Policy) -> bool:
     its CDI specs. GKE's injector adds device nodes, not the toolkit's variable. So `void` costs
     those containers nothing and keeps the image's `all` from reaching the legacy hook."""
     found = source(c, view, policy)
-    return found is not None and found.how in ("resource", "companion", "kai")
+    if found is None or found.how not in ("resource", "companion", "kai"):
+        return False
+    if found.how == "kai" or not found.name.startswith(OTHER_DOMAINS):
+        return True
+    return _env_resource(c, view, policy)  # another vendor's GPU: is an NVIDIA one beside it?
+
+
+def _env_resource(c: Container, view: PodView, policy: Policy) -> bool:
+    """`c` asks for a resource whose plugin answers NVIDIA_VISIBLE_DEVICES (a device or companion
+    resource outside the other vendors' domains: their plugins answer device nodes, never NVIDIA's
+    variable), or is KAI's fraction container."""
+    for side in (c.limits, c.requests):
+        for name, value in (side or {}).items():
+            if "/" not in name or name.startswith(OTHER_DOMAINS):
+                continue
+            if (is_device(name, policy) or is_companion(name, policy)) and _nonzero(value):
+                return True
+    return policy.kai and kai_pod(view, policy) is not None and kai_container(view) is c
 
 
 def grants_nothing(c: Container, name: str = VISIBLE_DEVICES) -> bool:
@@ -255,6 +296,30 @@ def isolated(c: Container, view: PodView, policy: Policy) -> bool:
     it, over envFrom and over the image, whatever validation then says.
     """
     return policy.isolate_non_gpu and not plugin_env_gpu(c, view, policy) and not grants_nothing(c)
+
+
+def vendor_gpu(c: Container, vendor: Vendor) -> bool:
+    """`c` may get one of `vendor`'s GPUs: a count other than 0 of a resource in its domains (its
+    device plugins' names, known or not), or any DRA claim (which driver serves it needs the
+    cluster). What its isolation must never touch: a device plugin of that vendor may hand devices
+    through the very variable isolation sets (GPUStack's AMD plugin answers AMD_VISIBLE_DEVICES)."""
+    if c.claims:
+        return True
+    for side in (c.limits, c.requests):
+        for name, value in (side or {}).items():
+            if name.startswith(vendor.domains) and _nonzero(value):
+                return True
+    return False
+
+
+def vendor_isolated(c: Container, vendor: Vendor, policy: Policy) -> bool:
+    """Whether isolate-non-gpu gives `c` `vendor`'s isolation entry (AMD_VISIBLE_DEVICES=none):
+    the vendor's isolation is on, `c` may get none of its GPUs, and its own last entry for the
+    variable is not already an exact no-device literal."""
+    if vendor.isolation is None or vendor_gpu(c, vendor):
+        return False
+    entries = c.env(vendor.isolation[0])
+    return not (entries and not entries[-1].value_from and entries[-1].value in vendor.no_devices)
 
 
 def sees_no_gpu(c: Container, view: PodView, policy: Policy) -> bool:
@@ -297,16 +362,33 @@ def node_agent(view: PodView, policy: Policy) -> bool:
     """A GPU node agent: one copy per node (a DaemonSet's pod or template, or hostPID) that is
     there for the GPUs without asking the device plugin for any: a container image under
     nodeAgentImages, pinned to GPU nodes, or a container that asks for 0 of a GPU device resource
-    (how health checkers and exporters reach every GPU: the image's NVIDIA_VISIBLE_DEVICES stands).
+    (how health checkers and exporters reach every GPU: the image's NVIDIA_VISIBLE_DEVICES stands),
+    or one that asks for a node-wide resource (Intel's gpu.intel.com/monitoring) and no other GPU.
     A per-node pod that gets GPUs from the device plugin is a workload. Its real fix
     for any rule is an exemption the platform grants, never one its author can take."""
     if not (view.host_pid or view.daemon):
         return False
-    if any(source(c, view, policy) is not None for c in view.containers):
+    wide = len(policy.vendors) > 1 and any(node_wide(c, policy) is not None for c in view.containers)
+    if any(source(c, view, policy) is not None and (not wide or node_wide(c, policy) is None) for c in view.containers):
         return False  # it asks the device plugin for GPUs: a workload, whatever it runs
-    return pinned_to_gpu_nodes(view, policy) or any(
-        c.image.startswith(policy.node_agent_images) or zero_request(c, policy) is not None for c in view.containers
+    return (
+        wide
+        or pinned_to_gpu_nodes(view, policy)
+        or any(
+            c.image.startswith(policy.node_agent_images) or zero_request(c, policy) is not None for c in view.containers
+        )
     )
+
+
+def node_wide(c: Container, policy: Policy) -> tuple[str, str, Vendor] | None:
+    """(side, resource, vendor) where `c` asks for a count other than 0 of a node-wide resource of
+    a vendor that is on (Intel's gpu.intel.com/monitoring), or None."""
+    for side, values in (("limits", c.limits), ("requests", c.requests)):
+        for name, value in (values or {}).items():
+            for vendor in policy.vendors:
+                if name in vendor.node_wide and _nonzero(value):
+                    return side, name, vendor
+    return None
 
 
 def agent_account(view: PodView) -> str:

@@ -26,7 +26,9 @@ from __future__ import annotations
 
 from typing import Final
 
-VISIBLE_DEVICES: Final = "NVIDIA_VISIBLE_DEVICES"
+from .vendors import NVIDIA
+
+VISIBLE_DEVICES: Final = NVIDIA.grant_env[0]
 IMEX_CHANNELS: Final = "NVIDIA_IMEX_CHANNELS"
 MIG_CONFIG: Final = "NVIDIA_MIG_CONFIG_DEVICES"
 MIG_MONITOR: Final = "NVIDIA_MIG_MONITOR_DEVICES"
@@ -38,7 +40,7 @@ MIG_MONITOR: Final = "NVIDIA_MIG_MONITOR_DEVICES"
 GRANTING: Final = (VISIBLE_DEVICES, IMEX_CHANNELS, MIG_CONFIG, MIG_MONITOR)
 
 # The values that grant nothing on every toolkit version (see the module docstring).
-NO_DEVICES: Final = frozenset({"", "void", "none"})
+NO_DEVICES: Final = NVIDIA.no_devices
 
 # The capability names the toolkit treats as "privileged" (it checks CAP_SYS_ADMIN in the
 # bounding set; Kubernetes accepts names with or without the CAP_ prefix, in any case).

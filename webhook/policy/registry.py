@@ -22,6 +22,7 @@ from .rules import (
     gpu_namespace_allowed,
     gpu_node_agent,
     gpu_node_name_advertised,
+    gpu_node_wide_resource,
     gpu_quantity,
     gpu_quota_advice,
     gpu_requests_equal_limits,
@@ -68,6 +69,7 @@ RULES: tuple[Rule, ...] = (
     gpu_node_name_advertised.RULE,
     no_device_grant_env.RULE,
     node_wide_access.RULE,
+    gpu_node_wide_resource.RULE,
 )
 
 OBJECT_RULES: tuple[ObjectRule, ...] = (
@@ -140,4 +142,6 @@ def check_pod(view: PodView, policy: Policy, on: list[bool]) -> list[Violation]:
         out.extend(no_device_grant_env.check(view, policy))
     if on[25]:
         out.extend(node_wide_access.check(view, policy))
+    if on[26]:
+        out.extend(gpu_node_wide_resource.check(view, policy))
     return out

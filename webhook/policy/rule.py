@@ -36,6 +36,8 @@ class Where(StrEnum):
     # "", "void", "none" (webhook.policy.nvidia.NO_DEVICES). So isolation's own `void` does not
     # send every pod it patched to the fail-closed validating webhook (which sees the patched pod).
     GRANTING_ENV = "granting container env"
+    # the same, for every env name that starts with the text (AMD's DOCKER_RESOURCE_*)
+    GRANTING_ENV_PREFIX = "granting container env prefix"
     CONTAINER_MOUNT = "container mount"  # a substring of any container's volumeMounts[*].mountPath
     NODE_LABEL = "node label"  # a nodeSelector key, or any required node affinity
     HOSTPATH_VOLUME = "hostPath volume"  # any volume with hostPath

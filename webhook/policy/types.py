@@ -17,6 +17,8 @@ from decimal import Decimal
 from enum import Enum, StrEnum
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
+from .vendors import Vendor
+
 if TYPE_CHECKING:
     from .templates import Templates
 
@@ -145,6 +147,11 @@ class Policy:
     device_resources: tuple[str, ...]
     shared_resources: tuple[str, ...]
     companion_resources: tuple[str, ...]
+    # The vendors whose names are in the lists above (NVIDIA always, first; then those switched on
+    # in vendors.<key>.enabled): the rules read their granting variables and messages from these.
+    vendors: tuple[Vendor, ...]
+    # isolate-non-gpu also gives AMD_VISIBLE_DEVICES=none (vendors.amd.isolate, AMD on).
+    amd_isolate: bool
     # Integrations with GPU-sharing schedulers (off by default).
     kai: bool
     kai_schedulers: frozenset[str]

@@ -16,16 +16,29 @@ from collections.abc import Collection
 from typing import Final
 
 from ..containers import Container
-from ..gpus import KAI_CONTAINER, KAI_FRACTION, KAI_MEMORY, is_companion, is_device, isolated, plugin_env_gpu
+from ..gpus import (
+    KAI_CONTAINER,
+    KAI_FRACTION,
+    KAI_MEMORY,
+    is_companion,
+    is_device,
+    isolated,
+    plugin_env_gpu,
+    vendor_isolated,
+)
 from ..nvidia import IMEX_CHANNELS, NO_DEVICES, VISIBLE_DEVICES, prefix_reaches
 from ..objects import PodView
 from ..patch import Op, append_env
 from ..rule import EVERY_POD, Mutation, NativeMutation
 from ..types import NO_CHANGES, Changes, ContainerKind, Policy
+from ..vendors import AMD, OTHER_DOMAINS
 
 ID = "isolate-non-gpu"
 VOID = {"name": VISIBLE_DEVICES, "value": "void"}
 VOID_IMEX = {"name": IMEX_CHANNELS, "value": "void"}
+assert AMD.isolation is not None
+AMD_VAR, AMD_NONE = AMD.isolation
+VOID_AMD = {"name": AMD_VAR, "value": AMD_NONE}
 
 
 def enabled(policy: Policy) -> bool:
@@ -69,9 +82,13 @@ def _changes(view: PodView, policy: Policy, skip: Collection[str] = (), only_eph
         imex = _imex_open(c, view, policy)
         if imex:
             ops.append(append_env(c.pointer, c.has_env, dict(VOID_IMEX)))
-        if not isolated(c, view, policy):
+        void = isolated(c, view, policy)
+        if void:
+            ops.append(append_env(c.pointer, c.has_env or imex, dict(VOID)))
+        if policy.amd_isolate and policy.isolate_non_gpu and vendor_isolated(c, AMD, policy):
+            ops.append(append_env(c.pointer, c.has_env or imex or void, dict(VOID_AMD)))
+        if not void:
             continue
-        ops.append(append_env(c.pointer, c.has_env or imex, dict(VOID)))
         unknown = _unknown_gpu_like(c, policy) if (c.limits or c.requests) else ""
         if unknown:
             warnings.append(
@@ -106,9 +123,11 @@ def _cel_named(k: str, patterns: str) -> str:
 
 
 def _cel_gpu(c: str) -> str:
-    """plugin_env_gpu: a device or companion resource with a count other than 0, or KAI's container."""
+    """plugin_env_gpu: a device or companion resource outside the other vendors' domains with a count
+    other than 0, or KAI's container."""
+    others = "!(" + " || ".join(f"k.startsWith('{d}')" for d in OTHER_DOMAINS) + ")"
     sides = " || ".join(
-        f"(has({c}.resources.{side}) && {c}.resources.{side}.exists(k, k.contains('/') && "
+        f"(has({c}.resources.{side}) && {c}.resources.{side}.exists(k, k.contains('/') && {others} && "
         f"({_cel_named('k', '@devices@')} || {_cel_named('k', '@companions@')}) && "
         f"sign(quantity({c}.resources.{side}[k])) != 0))"
         for side in ("limits", "requests")
@@ -120,6 +139,28 @@ def _cel_nothing(c: str) -> str:
     """gpus.grants_nothing: the last NVIDIA_VISIBLE_DEVICES entry is an exact no-device literal."""
     last = f"{c}.env.filter(e, e.name == '{VISIBLE_DEVICES}')"
     literals = ", ".join(f"'{v}'" for v in sorted(NO_DEVICES))
+    entry = f"{last}[size({last}) - 1]"
+    return (
+        f"(has({c}.env) && size({last}) > 0 && !has({entry}.valueFrom) && "
+        f"(!has({entry}.value) || {entry}.value in [{literals}]))"
+    )
+
+
+def _cel_amd_gpu(c: str) -> str:
+    """gpus.vendor_gpu for AMD: a DRA claim, or a count other than 0 of a resource in AMD's domains."""
+    domains = " || ".join(f"k.startsWith('{d}')" for d in AMD.domains)
+    sides = " || ".join(
+        f"(has({c}.resources.{side}) && {c}.resources.{side}.exists(k, ({domains}) && "
+        f"sign(quantity({c}.resources.{side}[k])) != 0))"
+        for side in ("limits", "requests")
+    )
+    return f"(has({c}.resources) && ((has({c}.resources.claims) && size({c}.resources.claims) > 0) || {sides}))"
+
+
+def _cel_amd_nothing(c: str) -> str:
+    """The last AMD_VISIBLE_DEVICES entry is an exact no-device literal (gpus.vendor_isolated)."""
+    last = f"{c}.env.filter(e, e.name == '{AMD_VAR}')"
+    literals = ", ".join(f"'{v}'" for v in sorted(AMD.no_devices))
     entry = f"{last}[size({last}) - 1]"
     return (
         f"(has({c}.env) && size({last}) > 0 && !has({entry}.valueFrom) && "
@@ -153,6 +194,10 @@ def _variables(field: str, new_only: bool) -> list[tuple[str, str]]:
         (f"gpu{name}", f"{each}.filter(i, {chosen} && {_cel_gpu(c)})"),
         (f"void{name}", f"{each}.filter(i, {chosen} && !(i in variables.gpu{name}) && !{_cel_nothing(c)})"),
         (f"imex{name}", f"{each}.filter(i, {chosen} && !(i in variables.gpu{name}) && {_cel_imex(c)})"),
+        (
+            f"amd{name}",
+            f"@amdIsolate@ ? {each}.filter(i, {chosen} && !{_cel_amd_gpu(c)} && !{_cel_amd_nothing(c)}) : []",
+        ),
     ]
 
 
@@ -161,18 +206,21 @@ def _ops(field: str) -> str:
     name = field[0].upper() + field[1:]
     c = f"object.spec.{field}[i]"
     at = f"'/spec/{field}/' + string(i)"
-    void, imex = f"variables.void{name}", f"variables.imex{name}"
+    void, imex, amd = f"variables.void{name}", f"variables.imex{name}", f"variables.amd{name}"
     imex_entry = f'{{"name": "{IMEX_CHANNELS}", "value": "void"}}'
     void_entry = f'{{"name": "{VISIBLE_DEVICES}", "value": "void"}}'
+    amd_entry = f'{{"name": "{AMD_VAR}", "value": "{AMD_NONE}"}}'
     return (
         # No env yet: one op creates it with what it needs (the webhook's first op creates it,
         # the second appends: the same list).
         f"(has(object.spec.{field}) ? lists.range(size(object.spec.{field}))"
-        f".filter(i, !has({c}.env) && (i in {imex} || i in {void}))"
+        f".filter(i, !has({c}.env) && (i in {imex} || i in {void} || i in {amd}))"
         f".map(i, JSONPatch{{op: 'add', path: {at} + '/env', "
-        f"value: (i in {imex} ? [{imex_entry}] : []) + (i in {void} ? [{void_entry}] : [])}}) : [])"
+        f"value: (i in {imex} ? [{imex_entry}] : []) + (i in {void} ? [{void_entry}] : [])"
+        f" + (i in {amd} ? [{amd_entry}] : [])}}) : [])"
         f" + {imex}.filter(i, has({c}.env)).map(i, JSONPatch{{op: 'add', path: {at} + '/env/-', value: {imex_entry}}})"
         f" + {void}.filter(i, has({c}.env)).map(i, JSONPatch{{op: 'add', path: {at} + '/env/-', value: {void_entry}}})"
+        f" + {amd}.filter(i, has({c}.env)).map(i, JSONPatch{{op: 'add', path: {at} + '/env/-', value: {amd_entry}}})"
     )
 
 
@@ -219,7 +267,11 @@ MUTATION: Mutation = Mutation(
     "so `no-visible-devices-env` can deny them with its message; pods of exempt service accounts. On "
     "`pods/ephemeralcontainers` only newly added ephemeral containers are patched. A container without a GPU "
     "whose `envFrom` could set `NVIDIA_IMEX_CHANNELS` (no prefix ruling it out) gets `NVIDIA_IMEX_CHANNELS=void` "
-    "too. No other warning (it applies to nearly every pod). The opt-out annotation never turns it off.",
+    "too. With AMD on (`vendors.amd.isolate`), every container that may get no AMD GPU (no count of an "
+    "`amd.com/` resource, no DRA claim) and whose last `AMD_VISIBLE_DEVICES` entry is not exactly `none`, "
+    "`void` or empty gets `AMD_VISIBLE_DEVICES=none` after it: the AMD Container Runtime adds the GPUs that "
+    "variable lists, and ignores `none`. No other warning (it applies to nearly every pod). The opt-out "
+    "annotation never turns it off.",
     reads=("containers[*].env", "containers[*].resources", "schedulerName", "metadata.annotations"),
     triggers=EVERY_POD,
     switch="isolateNonGpu",

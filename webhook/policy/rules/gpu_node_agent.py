@@ -21,6 +21,7 @@ from ..gpus import agent_account, node_agent, pinned_to_gpu_nodes, sees_no_gpu, 
 from ..objects import PodView
 from ..rule import GPU_RESOURCE, Rule, Trigger, Where
 from ..types import Mode, Policy, Violation
+from ..vendors import OTHER_AGENT_IMAGES
 
 ID = "gpu-node-agent"
 
@@ -37,6 +38,8 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     for c in view.containers:
         if not sees_no_gpu(c, view, policy):
             continue
+        if OTHER_AGENT_IMAGES and c.image.startswith(OTHER_AGENT_IMAGES):
+            continue  # AMD's and Intel's agents reach GPUs through device files: isolation blinds none
         zero = zero_request(c, policy)
         if c.image.startswith(policy.node_agent_images):
             detail = f"is a GPU agent image that gets no GPU: {blind}"

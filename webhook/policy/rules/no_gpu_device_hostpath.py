@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from ..gpus import pod_resource
 from ..hostpaths import SHM, normalise, overlaps, under
 from ..objects import PodView
 from ..rule import PATHS, Rule, Trigger, Where
@@ -56,8 +57,8 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
                     path=f"{view.path}.volumes[{volume.index}].hostPath.path",
                     detail=f'is "{volume.path}", which reaches {shown} on the node: GPU devices or device-plugin '
                     "state outside the device plugin's control",
-                    fix=f'request GPUs with resources.limits["{policy.resource_name}"]; use an emptyDir or a PVC '
-                    "for files",
+                    fix=f'request GPUs with resources.limits["{pod_resource(view, policy)}"]; use an emptyDir or a '
+                    "PVC for files",
                     value=f'"{volume.path}"',
                 )
             )

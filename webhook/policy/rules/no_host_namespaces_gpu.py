@@ -6,12 +6,23 @@ Allowed values: false or absent. Monitoring agents that need this run in exempt 
 
 from __future__ import annotations
 
-from ..gpus import gpu_pod
+from ..gpus import gpu_pod, pod_vendor
 from ..objects import PodView
 from ..rule import GPU_POD, Rule
 from ..types import Policy, Violation
 
 ID = "no-host-namespaces-gpu"
+
+
+def _fix(field: str, view: PodView, policy: Policy) -> str:
+    if field == "hostIPC" and pod_vendor(view, policy).key == "amd":
+        # AMD's configuration guide suggests hostIPC for non-privileged pods; ROCm needs it only
+        # to share memory with processes outside the pod.
+        return (
+            "remove hostIPC: ROCm's processes in one pod share memory through the pod's own IPC namespace "
+            "(mount an emptyDir with medium: Memory at /dev/shm for more)"
+        )
+    return f"remove {field}"
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
@@ -30,7 +41,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
             rule=ID,
             path=f"{view.path}.{field}",
             detail=f"is true in a GPU pod: it exposes {what}, including other GPU workloads",
-            fix=f"remove {field}",
+            fix=_fix(field, view, policy),
             value="true",
         )
         for field, what in flagged

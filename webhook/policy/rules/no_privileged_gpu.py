@@ -11,13 +11,20 @@ privileged one to a running pod.
 
 from __future__ import annotations
 
-from ..gpus import gpu_pod, resource_hint
+from ..gpus import gpu_pod, pod_vendor, resource_hint
 from ..nvidia import privileged_capability
 from ..objects import PodView
 from ..rule import GPU_POD, Rule
 from ..types import Policy, Violation
 
 ID = "no-privileged-gpu"
+
+
+def _why_cap(view: PodView, policy: Policy) -> str:
+    vendor = pod_vendor(view, policy)
+    if vendor.key == "nvidia":
+        return "the NVIDIA runtime treats it as privileged"
+    return f"it reaches every {vendor.name} GPU of the node through its device files and driver interfaces"
 
 
 def _fix(resource: str, policy: Policy) -> str:
@@ -47,7 +54,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
                     c.violation(
                         ID,
                         f"securityContext.capabilities.add[{i}]",
-                        f'adds "{cap}" in a GPU pod: the NVIDIA runtime treats it as privileged',
+                        f'adds "{cap}" in a GPU pod: {_why_cap(view, policy)}',
                         f'drop "{cap}" from capabilities.add',
                         f'"{cap}"',
                     )

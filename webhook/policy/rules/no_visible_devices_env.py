@@ -1,4 +1,4 @@
-"""no-visible-devices-env: nobody picks GPUs by hand with NVIDIA_VISIBLE_DEVICES.
+"""no-visible-devices-env: nobody picks GPUs by hand with a runtime's device-list variable.
 
 Restricted fields: spec.{initContainers,containers,ephemeralContainers}[*].env[*]
   where name == "NVIDIA_VISIBLE_DEVICES" (case-sensitive, as the runtime reads it)
@@ -8,6 +8,11 @@ toolkit; any other value ("none,all", " void", "void\x1c") is a grant to some re
 Every entry is checked, not only the last one the runtime honours, because `kubectl apply`
 may drop one of two duplicates. With integrations.kai on, the one entry KAI Scheduler's
 webhook gives a fraction pod's GPU container (a configMapKeyRef to KAI's ConfigMap) is allowed.
+
+The other vendors' variables (webhook.policy.vendors), for each vendor that is on, the same way:
+AMD_VISIBLE_DEVICES and every name starting with DOCKER_RESOURCE_ (the AMD Container Runtime reads
+them all, the last one wins), allowed only as exactly "none", "void" or "" (which its parser
+ignores: no GPU).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from ..objects import PodView
 from ..quantity import describe
 from ..rule import Rule, Trigger, Where
 from ..types import Policy, Violation
+from ..vendors import OTHERS, Vendor, granting
 
 ID = "no-visible-devices-env"
 
@@ -33,8 +39,39 @@ def _fix(c: Container, view: PodView, policy: Policy) -> str:
     return f"remove the variable and request GPUs with {hint}"
 
 
+def _other_fix(c: Container, view: PodView, policy: Policy, vendor: Vendor) -> str:
+    hint = resource_hint(c, view, policy)
+    if not hint.startswith(vendor.domains):
+        hint = vendor.resource
+    return f'remove the variable and request GPUs with {c.resources_field}.limits["{hint}"]'
+
+
+def _others(c: Container, view: PodView, policy: Policy, out: list[Violation]) -> None:
+    """The other vendors' granting variables in `c`, in env order."""
+    found = [
+        (entry, name, vendor)
+        for name, entries in c.watched.items()
+        if (vendor := granting(name, policy.vendors[1:])) is not None
+        for entry in entries
+    ]
+    for entry, name, vendor in sorted(found, key=lambda f: f[0].index):
+        if entry.value_from:
+            detail = f"sets {name} through valueFrom, which admission cannot check"
+            shown = "valueFrom"
+        elif entry.value not in vendor.no_devices:
+            detail = (
+                f"sets {name}={describe(entry.value)}, which bypasses the device plugin: the {vendor.name} "
+                "container runtime adds those GPUs"
+            )
+            shown = describe(entry.value)
+        else:
+            continue
+        out.append(c.violation(ID, f"{c.env_field}[{entry.index}]", detail, _other_fix(c, view, policy, vendor), shown))
+
+
 def check(view: PodView, policy: Policy) -> list[Violation]:
     out: list[Violation] = []
+    others = len(policy.vendors) > 1
     for c in view.containers:
         for entry in c.env(VISIBLE_DEVICES):
             if entry.value_from:
@@ -49,6 +86,8 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
                         ID, f"{c.env_field}[{entry.index}]", detail, _fix(c, view, policy), describe(entry.value)
                     )
                 )
+        if others and c.watched:
+            _others(c, view, policy, out)
     return out
 
 
@@ -59,11 +98,17 @@ RULE: Rule = Rule(
     "`valueFrom`: only exactly `void`, `none` or empty are allowed (a list such as `none,all`, or a value "
     "with spaces or control characters, is a grant to some toolkit version). Every duplicate is checked; "
     "names are case-sensitive. With `integrations.kai` on, the `configMapKeyRef` KAI Scheduler's webhook "
-    "gives a fraction pod's GPU container is allowed.",
+    "gives a fraction pod's GPU container is allowed. The same for the other vendors that are on: "
+    "`AMD_VISIBLE_DEVICES` and any `DOCKER_RESOURCE_*` variable (the AMD Container Runtime reads them all) only "
+    "as exactly `none`, `void` or empty.",
     why="The variable bypasses the device plugin: the scheduler loses track of which cards are in use and "
     "pods fight over them. Toolkit versions read lists differently (the current one: the first keyword "
     "decides, so `0,all` is all and `ALL` is a device id), so only the exact no-device values are safe.",
     reads=("containers[*].env",),
-    triggers=(Trigger(Where.GRANTING_ENV, VISIBLE_DEVICES),),
+    triggers=(
+        Trigger(Where.GRANTING_ENV, VISIBLE_DEVICES),
+        *(Trigger(Where.GRANTING_ENV, name) for v in OTHERS for name in v.grant_env),
+        *(Trigger(Where.GRANTING_ENV_PREFIX, prefix) for v in OTHERS for prefix in v.grant_env_prefixes),
+    ),
     example={"spec": {"containers": [{"name": "t", "env": [{"name": VISIBLE_DEVICES, "value": "all"}]}]}},
 )
