@@ -26,11 +26,11 @@ MIG = {
 }
 
 
-def log(visible: str, smi: str | None, devices: str = "") -> str:
+def log(visible: str, smi: str | None, devices: str = "", render: str = "") -> str:
     body = smi if smi is not None else "nvidia-smi: absent"
     return (
-        f"gpu-policy-verify: begin\ndevices: {devices}\nNVIDIA_VISIBLE_DEVICES={visible}\n{body}\n"
-        "gpu-policy-verify: end\n"
+        f"gpu-policy-verify: begin\ndevices: {devices}\nrender: {render}\nNVIDIA_VISIBLE_DEVICES={visible}\n"
+        f"{body}\ngpu-policy-verify: end\n"
     )
 
 
@@ -115,6 +115,7 @@ class Cluster:
             "nodeSelectorTerms"
         ][0]["matchFields"][0]["values"][0]
         env = ["NVIDIA_VISIBLE_DEVICES=all"]  # the CUDA image's ENV
+        held_index: int | None = None
         if resource:
             allocatable = int(kube.objects["nodes"][("", node_name)]["status"]["allocatable"].get(resource, "0"))
             held = self.held.setdefault((node_name, resource), {})
@@ -126,10 +127,18 @@ class Cluster:
                 return
             device = 0 if self.broken else free[0]
             held[device] = (ns, name)
-            env.append(f"NVIDIA_VISIBLE_DEVICES={resource}#{device}")  # the device plugin's Allocate
+            held_index = device
+            if not resource.startswith(("amd.com/", "gpu.intel.com/")):
+                env.append(f"NVIDIA_VISIBLE_DEVICES={resource}#{device}")  # the device plugin's Allocate
         env += [f"{e['name']}={e.get('value', '')}" for e in container.get("env") or ()]  # the pod spec's
         visible = [e for e in env if e.startswith("NVIDIA_VISIBLE_DEVICES=")][-1].split("=", 1)[1]
-        if visible == "void":
+        node_allocatable = kube.objects["nodes"][("", node_name)]["status"]["allocatable"]
+        if any(r.startswith(("amd.com/", "gpu.intel.com/")) for r in node_allocatable):
+            # An AMD or Intel node: the plugin mounts the render node of the device it gives (under
+            # the host's name) and sets no variable; no NVIDIA device, whatever the image says.
+            render = f"/dev/dri/renderD{128 + held_index}" if held_index is not None else ""
+            text = log(visible, None, "", render)
+        elif visible == "void":
             text = log(visible, None)
         elif visible == "all":
             text = log(visible, T4[0] + "\n" + T4[1], "/dev/nvidia0 /dev/nvidia1")

@@ -73,15 +73,17 @@ def test_shipped_policy_is_the_documented_one() -> None:
     assert p.modes == {r.id: r.default_mode for r in ALL_RULES}
     assert p.isolate_non_gpu and p.shared_gpu and p.resource_name == DEFAULTS["gpuResourceName"]
     # Every rule is on but host-shm (a hygiene rule, not a GPU side door: off until a platform wants
-    # it) and the access rules (who may use GPUs and how many: a platform's choice to make).
-    assert [r for r, mode in p.modes.items() if mode is Mode.OFF] == [
-        "host-shm",
+    # it), the access rules (who may use GPUs and how many: a platform's choice to make) and
+    # amd-runtime-envfrom (for nodes that run the AMD Container Runtime, which the platform knows).
+    assert sorted(r for r, mode in p.modes.items() if mode is Mode.OFF) == [
+        "amd-runtime-envfrom",
         "gpu-controller-owned",
-        "gpu-max-per-pod",
-        "gpu-namespace-allowed",
         "gpu-job-deadline",
         "gpu-kinds-allowed",
+        "gpu-max-per-pod",
+        "gpu-namespace-allowed",
         "gpu-quota-advice",
+        "host-shm",
     ]
 
 

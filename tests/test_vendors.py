@@ -165,7 +165,17 @@ ENTRY = st.builds(lambda n, v: {"name": n, "value": v}, NAMES, VALUES) | st.buil
 RESOURCES = st.sampled_from(
     [{}, {"limits": {"amd.com/gpu": 1}}, {"limits": {"nvidia.com/gpu": 1}}, {"claims": [{"name": "g"}]}]
 )
-ENV_FROM = st.sampled_from([None, [{"configMapRef": {"name": "cm"}, "prefix": "APP_"}]])
+ENV_FROM = st.sampled_from(
+    [
+        None,
+        [{"configMapRef": {"name": "cm"}, "prefix": "APP_"}],
+        [{"configMapRef": {"name": "cm"}}],
+        [{"secretRef": {"name": "s"}, "prefix": "DOCKER_"}],
+    ]
+)
+# The platform whose nodes run the AMD runtime turns amd-runtime-envfrom on; under it the invariant
+# covers envFrom too.
+ON_AMD_RUNTIME = from_mapping({"rules": {"amd-runtime-envfrom": "deny"}}, environ={}).policy
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
@@ -184,12 +194,14 @@ def test_no_admitted_container_without_an_amd_gpu_gets_one_from_the_amd_runtime(
             c["envFrom"] = env_from
         containers.append(c)
     obj = pod(*containers)
-    changes = engine.mutate(engine.pod_view(obj, POLICY), POLICY)
+    policy = ON_AMD_RUNTIME
+    changes = engine.mutate(engine.pod_view(obj, policy), policy)
     stored = jsonpatch.apply_patch(copy.deepcopy(obj), changes.ops) if changes.ops else obj
-    found = engine.find_violations(stored, "", "Pod", POLICY)
+    found = engine.find_violations(stored, "", "Pod", policy)
     assert found is not None
-    if not engine.judge(found, POLICY, None).allowed:
+    if not engine.judge(found, policy, None).allowed:
         return
+    ADMITTED.append(1)
     for before, c in zip(obj["spec"]["containers"], stored["spec"]["containers"], strict=True):
         view = engine.pod_view(stored, POLICY)
         typed = next(t for t in view.containers if t.name == c["name"])
@@ -199,9 +211,13 @@ def test_no_admitted_container_without_an_amd_gpu_gets_one_from_the_amd_runtime(
             assert "valueFrom" not in last and last.get("value", "") in AMD.no_devices
 
 
-def test_the_doors_admission_cannot_close_are_real() -> None:
-    """The model is not vacuous: an envFrom without a prefix reaches DOCKER_RESOURCE_* (kept out of
-    the property above; docs/policy.md), and so does a container isolation leaves alone."""
+ADMITTED: list[int] = []
+
+
+def test_the_property_admits_pods_and_the_doors_are_real() -> None:
+    """The property is not vacuous: it admitted pods; and the model sees the doors amd-runtime-envfrom
+    and isolation close (an envFrom without a prefix reaches DOCKER_RESOURCE_*; the image's `all`)."""
+    assert len(ADMITTED) >= 20
     voided = {"name": "c", "env": [VOID, AMD_NONE], "envFrom": [{"configMapRef": {"name": "cm"}}]}
     assert amd_runtime_gpus(voided)
     assert amd_runtime_gpus({"name": "c", "env": []})  # the image's `all`, without isolation
@@ -216,3 +232,33 @@ def test_intel_has_no_variable_to_void() -> None:
         {"op": "add", "path": "/spec/containers/0/env", "value": [VOID]},
         {"op": "add", "path": "/spec/containers/0/env/-", "value": AMD_NONE},
     ]
+
+
+# ---- Every rule, for every vendor where it applies.
+
+
+@pytest.mark.parametrize("resource", ["amd.com/gpu", "amd.com/cpx_nps4", "gpu.intel.com/i915", "gpu.intel.com/xe"])
+def test_every_rule_counts_every_vendors_gpus(resource: str) -> None:
+    from tests.helpers import default_policy, run
+    from webhook.policy import Mode
+
+    def rules(obj: dict[str, Any], policy: Any = None) -> list[str]:
+        return [v.rule for v in run(obj, policy)]
+
+    def gpu(value: Any, **extra: Any) -> dict[str, Any]:
+        return container("w", image="rocm/pytorch:latest", resources={"limits": {resource: value}}, **extra)
+
+    assert rules(pod(gpu(1))) == []
+    assert rules(pod(gpu("0.5"))) == ["gpu-quantity"]  # whole devices only: no shares by count
+    assert rules(pod(gpu(1, privileged=True))) == ["no-privileged-gpu"]
+    assert rules(pod(gpu(1), hostIPC=True)) == ["no-host-namespaces-gpu"]
+    both = {"limits": {resource: 2}, "requests": {resource: 1}}
+    assert rules(pod(container("w", resources=both))) == ["gpu-requests-equal-limits"]
+    access = default_policy(
+        modes={"gpu-max-per-pod": Mode.DENY, "gpu-namespace-allowed": Mode.DENY},
+        gpu_max_per_pod=4,
+        gpu_namespaces=frozenset({"ml"}),
+    )
+    assert rules(pod(gpu(8), namespace="team-x"), access) == ["gpu-max-per-pod", "gpu-namespace-allowed"]
+    quantity = run(pod(gpu("0.5")))[0]
+    assert "nvidia.com" not in quantity.detail and "MIG" not in quantity.detail

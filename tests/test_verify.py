@@ -218,6 +218,39 @@ def test_mig_devices_and_shared_slots(cert_dir: Path, server: Server, tmp_path: 
         kube.close()
 
 
+def test_an_amd_fleet_is_probed_by_its_render_nodes(cert_dir: Path, server: Server, tmp_path: Path) -> None:
+    """Issue 36: `verify --resource amd.com/gpu` on MI300X nodes. AMD's device plugin mounts one
+    /dev/dri/renderD<N> per GPU under the host's name and sets no variable: the probes count render
+    nodes, two one-GPU probes see different ones, a probe without a request sees none."""
+    kube = KubeApi(cert_dir).start()
+    try:
+        labels = {"amd.com/gpu.product-name": "AMD_Instinct_MI300X_OAM"}
+        plugin = device_plugin("mi300x-0")
+        plugin["metadata"].update(name="amdgpu-device-plugin-daemonset-x1", namespace="kube-system")
+        plugin["metadata"]["labels"] = {"name": "amdgpu-dp-ds"}  # k8s-ds-amdgpu-dp.yaml's
+        plugin["spec"]["containers"][0].update(name="amdgpu-dp-cntr", image="rocm/k8s-device-plugin")
+        kube.put(node("mi300x-0", labels, {"amd.com/gpu": "8"}), plugin)
+        kube.admit = admission(server)
+        cluster(kube)
+        r = verify(kube, tmp_path, "-o", "json", "--resource", "amd.com/gpu")
+        assert isinstance(r, subprocess.CompletedProcess)
+        found = checks(r)
+        assert found["device-plugin"]["status"] == "pass", found["device-plugin"]
+        assert found["requests-enforced"]["status"] == "pass", found["requests-enforced"]
+        assert found["requests-enforced"]["evidence"]["uuids"] == ["/dev/dri/renderD128"]
+        iso = found["isolation amd.com/gpu"]
+        assert iso["status"] == "pass", iso
+        assert sorted(u for units in iso["evidence"]["probes"].values() for u in units) == [
+            "/dev/dri/renderD128",
+            "/dev/dri/renderD129",
+        ]
+        assert found["no-request-sees-none"]["status"] == "pass"
+        assert found["no-request-sees-none"]["evidence"]["render"] == []
+        assert leftovers(kube) == []
+    finally:
+        kube.close()
+
+
 def test_an_unschedulable_probe_reports_the_schedulers_event_and_is_deleted_on_timeout(
     kube: KubeApi, server: Server, tmp_path: Path
 ) -> None:

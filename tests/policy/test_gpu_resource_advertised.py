@@ -47,3 +47,21 @@ def test_a_cluster_without_any_gpu_and_dra_served_names() -> None:
 
 def test_silent_without_the_view() -> None:
     assert run(pod(asks("nvidia.com/mig-7g.80gb")), rule=ID) == []
+
+
+def test_an_amd_pod_on_a_fleet_without_amd_nodes_is_told_so() -> None:
+    """Issue 36: another vendor's GPU where no node has one is no naming slip: the fix says where it runs."""
+    h100 = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "h100-1", "labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
+        "status": {"allocatable": {"nvidia.com/gpu": "8"}},
+    }
+    rocm = pod(container("rocm", resources={"limits": {"amd.com/gpu": 1}}))
+    (v,) = run(rocm, with_nodes([h100]), rule=ID)
+    assert v.detail == "is advertised by no node; no node offers AMD GPUs (they offer nvidia.com/gpu)"
+    assert "AMD GPU nodes" in v.fix and "nvidia.com/gpu" not in v.fix
+    mi300 = {**h100, "metadata": {"name": "mi300x-1", "labels": {}}, "status": {"allocatable": {"amd.com/gpu": "8"}}}
+    partition = pod(container("rocm", resources={"limits": {"amd.com/cpx_nps4": 1}}))
+    (w,) = run(partition, with_nodes([h100, mi300]), rule=ID)
+    assert "amd.com/gpu" in w.fix  # AMD nodes exist, unpartitioned: the resource they do advertise

@@ -66,6 +66,8 @@ def clause(trigger: Any) -> Clause:
             True,
             value,
         )
+    if where is Where.ENV_FROM:
+        return Clause("has(c.envFrom)", True, "")
     if where is Where.CONTAINER_MOUNT:
         return Clause("(has(c.volumeMounts) && c.volumeMounts.exists(m, m.mountPath.contains('%s')))", True, value)
     if where is Where.NODE_LABEL:

@@ -270,6 +270,8 @@ def policy_doc_source(current: str) -> str:
     rows += [f"| {r.id} | webhook only: {_cell(r.webhook_only)} |" for r in ALL_RULES]
     text = _md(text, "native", rows, source)
 
+    text = _md(text, "vendors", vendor_rows(), source)
+
     rows = ["| group | kind | pod specs at | chart switch |", "|---|---|---|---|"]
     labels = {Shape.TEMPLATE: "", Shape.POD_SPEC: " (pod spec)", Shape.CONTAINER: " (container)"}
     for w in WORKLOADS:
@@ -279,6 +281,46 @@ def policy_doc_source(current: str) -> str:
             )
             rows.append(f"| `{w.group}` | `{w.kind}` | {paths} | `webhook.customResources.{w.chart_switch}` |")
     return _md(text, "custom-resources", rows, source)
+
+
+def vendor_rows() -> list[str]:
+    """One table per vendor (webhook.policy.vendors), each field the rules read, in the entry's words."""
+    from ..policy.vendors import VENDORS
+
+    def names(values: tuple[str, ...] | frozenset[str]) -> str:
+        shown = sorted(values) if isinstance(values, frozenset) else values
+        return ", ".join(f"`{v}`" if v else '`""`' for v in shown) or "none"
+
+    rows: list[str] = []
+    for v in VENDORS:
+        switch = "the top-level keys (`gpuDeviceResources`, ...)" if v.key == "nvidia" else f"`vendors.{v.key}`"
+        isolation = f"`{v.isolation[0]}={v.isolation[1]}`" if v.isolation else "none (no variable grants a device)"
+        rows += [
+            f"### {v.name}",
+            "",
+            "| what | names |",
+            "|---|---|",
+            f"| configured by | {switch} |",
+            f"| whole-GPU resource (fixes name it) | `{v.resource}` |",
+            f"| device resources | {names(v.devices)} |",
+            f"| of those, time-sliced slots | {names(v.shared)} |",
+            f"| companion resources (imply a GPU) | {names(v.companions)} |",
+            f"| node-wide resources (agents only: `gpu-node-wide-resource`) | {names(v.node_wide)} |",
+            f"| variables a runtime reads as a device list | {names(v.grant_env)} |",
+            f"| ... and name prefixes | {names(tuple(p + '*' for p in v.grant_env_prefixes))} |",
+            f"| values of those that grant nothing (the only ones allowed) | {names(v.no_devices)} |",
+            f"| isolation gives containers without its GPU | {isolation} |",
+            f"| device nodes | {names(v.device_nodes)} |",
+            f"| driver folders (`driver-hostpath-non-gpu`) | {names(v.driver_dirs)} |",
+            f"| node labels of its GPU nodes | {names(v.node_labels)} |",
+            f"| DRA DeviceClasses | {names(v.device_classes)} |",
+            f"| node agents' namespaces (exempt by default) | {names(v.agent_namespaces)} |",
+            f"| node agents' images | {names(v.agent_images)} |",
+            f"| runtime classes giving every GPU | {names(v.runtime_classes)} |",
+            f"| `verify`'s probe | {_cell(v.probe)} |",
+            "",
+        ]
+    return rows[:-1]
 
 
 def config_doc_source(current: str) -> str:

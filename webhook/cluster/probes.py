@@ -44,13 +44,20 @@ DEVICE_PLUGIN_SELECTORS: Final = (
     "name=nvidia-device-plugin-ds",
     "k8s-app=nvidia-gpu-device-plugin",
     "k8s-app=nvidia-device-plugin-daemonset",
+    # AMD's published DaemonSet (k8s-ds-amdgpu-dp.yaml) and its GPU operator's; Intel's GPU plugin.
+    "name=amdgpu-dp-ds",
+    "app.kubernetes.io/name=amd-gpu-device-plugin",
+    "app=intel-gpu-plugin",
 )
 
 
-# What a probe prints: its device nodes, then nvidia-smi -L (or that it is absent), between markers.
+# What a probe prints: its NVIDIA device nodes, its DRM render nodes (AMD's and Intel's device plugins
+# mount one /dev/dri/renderD<N> per GPU, under the host's name, and no variable: the render nodes are
+# the devices an AMD or Intel probe counts), then nvidia-smi -L (or that it is absent), between markers.
 PROBE_SCRIPT: Final = (
     'echo "gpu-policy-verify: begin"; '
     'echo "devices: $(ls /dev/nvidia[0-9]* 2>/dev/null | tr "\\n" " ")"; '
+    'echo "render: $(ls /dev/dri/renderD* 2>/dev/null | tr "\\n" " ")"; '
     'echo "NVIDIA_VISIBLE_DEVICES=${NVIDIA_VISIBLE_DEVICES-<unset>}"; '
     "if command -v nvidia-smi >/dev/null 2>&1; then nvidia-smi -L 2>&1; else echo 'nvidia-smi: absent'; fi; "
     'echo "gpu-policy-verify: end"'
@@ -81,15 +88,17 @@ class Seen:
     migs: tuple[str, ...]  # MIG device UUIDs
     smi: bool  # nvidia-smi was present
     visible: str  # NVIDIA_VISIBLE_DEVICES in the container
+    render: tuple[str, ...] = ()  # /dev/dri/renderD<N> nodes (AMD, Intel)
 
     @property
     def units(self) -> tuple[str, ...]:
-        """The devices the probe can use: MIG devices when there are any, else GPUs."""
-        return self.migs or self.gpus
+        """The devices the probe can use: MIG devices when there are any, else GPUs, else (AMD,
+        Intel: no nvidia-smi lines) render nodes."""
+        return self.migs or self.gpus or self.render
 
     @property
     def sees_none(self) -> bool:
-        return not self.devices and not self.gpus and not self.migs
+        return not self.devices and not self.gpus and not self.migs and not self.render
 
 
 def parse_probe_log(text: str) -> Seen:
@@ -97,6 +106,7 @@ def parse_probe_log(text: str) -> Seen:
     if "gpu-policy-verify: end" not in text:
         raise ValueError("the probe's log is incomplete (no end marker)")
     devices: tuple[str, ...] = ()
+    render: tuple[str, ...] = ()
     gpus: list[str] = []
     migs: list[str] = []
     visible = ""
@@ -104,6 +114,8 @@ def parse_probe_log(text: str) -> Seen:
     for line in text.splitlines():
         if line.startswith("devices:"):
             devices = tuple(d for d in line.split(":", 1)[1].split() if d)
+        elif line.startswith("render:"):
+            render = tuple(d for d in line.split(":", 1)[1].split() if d)
         elif line.startswith("NVIDIA_VISIBLE_DEVICES="):
             visible = line.split("=", 1)[1]
         elif line.strip() == "nvidia-smi: absent":
@@ -112,7 +124,7 @@ def parse_probe_log(text: str) -> Seen:
             gpus.append(m[1])
         elif (m := _MIG_LINE.match(line)) is not None:
             migs.append(m[1])
-    return Seen(devices, tuple(gpus), tuple(migs), smi, visible)
+    return Seen(devices, tuple(gpus), tuple(migs), smi, visible, render)
 
 
 class Kube:

@@ -168,10 +168,18 @@ class Verifier(ProbeRunner):
                 return name
         return None
 
+    def _probed(self, gpu_nodes: dict[str, dict[str, Any]]) -> set[str]:
+        """The GPU resources the nodes offer that a probe may ask for: not a vendor's node-wide
+        resource (Intel's gpu.intel.com/monitoring), which hands out every GPU by design."""
+        wide = {r for v in self.policy.vendors for r in v.node_wide}
+        return {
+            r for n in gpu_nodes.values() for r, v in gpu_resources(n, self.policy).items() if v > 0 and r not in wide
+        }
+
     def _main_resource(self, gpu_nodes: dict[str, dict[str, Any]]) -> str:
         if self.o.resource:
             return self.o.resource
-        offered = {r for n in gpu_nodes.values() for r, v in gpu_resources(n, self.policy).items() if v > 0}
+        offered = self._probed(gpu_nodes)
         # whole GPUs first, then MIG devices, then anything else, time-sliced slots last
         return min(
             offered,
@@ -217,6 +225,7 @@ class Verifier(ProbeRunner):
             "uuids": list(seen.units),
             "nvidiaSmi": "present" if seen.smi else "absent",
             "NVIDIA_VISIBLE_DEVICES": seen.visible,
+            "render": list(seen.render),
         }
         if seen.sees_none:
             self._add("no-request-sees-none", PASS, "a probe without a GPU request sees no GPU", evidence)
@@ -228,11 +237,15 @@ class Verifier(ProbeRunner):
                 evidence,
                 "the image's NVIDIA_VISIBLE_DEVICES=all reaches the runtime: turn on gpu-policy's isolateNonGpu "
                 "(void for containers without a GPU), or set accept-nvidia-visible-devices-envvar-when-unprivileged "
-                "= false in the NVIDIA container toolkit",
+                "= false in the NVIDIA container toolkit"
+                if seen.devices or seen.gpus or seen.migs
+                else "render nodes reach a container without a GPU request: the AMD Container Runtime read "
+                "AMD_VISIBLE_DEVICES or DOCKER_RESOURCE_* (turn on vendors.amd.isolate and amd-runtime-envfrom, "
+                "or take that runtime out of the node's CRI), or a hostPath or privileged default gives /dev/dri",
             )
 
     def isolation(self, gpu_nodes: dict[str, dict[str, Any]]) -> None:
-        offered = {r for n in gpu_nodes.values() for r, v in gpu_resources(n, self.policy).items() if v > 0}
+        offered = self._probed(gpu_nodes)
         main = self._main_resource(gpu_nodes)
         wanted = [main]
         wanted += sorted(r for r in offered if r != main and r.startswith("nvidia.com/mig-"))[:1]

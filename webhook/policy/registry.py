@@ -9,6 +9,7 @@ from .mutations import accelerator_node_selector, isolate_non_gpu, ld_library_pa
 from .objects import PodView
 from .rule import Mutation, ObjectRule, Rule
 from .rules import (
+    amd_runtime_envfrom,
     dra_admin_access,
     driver_capabilities_non_gpu,
     driver_hostpath_non_gpu,
@@ -70,6 +71,7 @@ RULES: tuple[Rule, ...] = (
     no_device_grant_env.RULE,
     node_wide_access.RULE,
     gpu_node_wide_resource.RULE,
+    amd_runtime_envfrom.RULE,
 )
 
 OBJECT_RULES: tuple[ObjectRule, ...] = (
@@ -144,4 +146,6 @@ def check_pod(view: PodView, policy: Policy, on: list[bool]) -> list[Violation]:
         out.extend(node_wide_access.check(view, policy))
     if on[26]:
         out.extend(gpu_node_wide_resource.check(view, policy))
+    if on[27]:
+        out.extend(amd_runtime_envfrom.check(view, policy))
     return out

@@ -38,6 +38,7 @@ class Where(StrEnum):
     GRANTING_ENV = "granting container env"
     # the same, for every env name that starts with the text (AMD's DOCKER_RESOURCE_*)
     GRANTING_ENV_PREFIX = "granting container env prefix"
+    ENV_FROM = "container envFrom"  # any container with envFrom
     CONTAINER_MOUNT = "container mount"  # a substring of any container's volumeMounts[*].mountPath
     NODE_LABEL = "node label"  # a nodeSelector key, or any required node affinity
     HOSTPATH_VOLUME = "hostPath volume"  # any volume with hostPath

@@ -113,7 +113,8 @@ NVIDIA: Final = Vendor(
     agent_namespaces=("gpu-operator", "nvidia-gpu-operator", "nvidia-device-plugin", "nvidia-dra-driver-gpu"),
     agent_images=("nvcr.io/nvidia/",),
     runtime_classes=("nvidia", "nvidia-legacy", "nvidia-cdi"),
-    probe="nvidia-smi -L in the CUDA base image: lists exactly the GPUs the toolkit mounted",
+    probe="nvidia-smi -L in the CUDA base image (which bakes NVIDIA_VISIBLE_DEVICES=all): the GPUs the toolkit "
+    "mounted, by UUID",
 )
 
 AMD: Final = Vendor(
@@ -152,7 +153,8 @@ AMD: Final = Vendor(
         "docker.io/rocm/device-metrics-exporter",
     ),
     runtime_classes=(),
-    probe="ls /dev/dri in a plain busybox image: the device plugin mounts one card and render node per GPU",
+    probe="the same probe pod (any image with sh and ls): it counts /dev/dri/renderD<N>, which the device plugin "
+    "mounts one per GPU under the host's name, and no variable",
 )
 
 INTEL: Final = Vendor(
@@ -177,7 +179,8 @@ INTEL: Final = Vendor(
     agent_namespaces=("inteldeviceplugins-system",),
     agent_images=("intel/intel-gpu-plugin", "intel/intel-gpu-initcontainer", "intel/xpumanager"),
     runtime_classes=(),
-    probe="ls /dev/dri in a plain busybox image: the device plugin mounts one card and render node per GPU",
+    probe="the same probe pod (any image with sh and ls): it counts /dev/dri/renderD<N>, which the device plugin "
+    "mounts one per GPU under the host's name, and no variable",
 )
 
 # Every vendor, NVIDIA first (its names are the top-level keys' defaults).

@@ -41,6 +41,7 @@ watches them (webhook.policy.engine.watches_namespaces) and the ClusterRole gran
 {{- if ne (index $p.rules "no-device-grant-env" | default "deny") "off" }}{{- $cs = append $cs (printf "(has(c.env) && c.env.exists(e, e.name == '%s' && (has(e.valueFrom) || (has(e.value) && !(e.value in ['', 'none', 'void'])))))" "NVIDIA_MIG_MONITOR_DEVICES") -}}{{- end }}
 {{- if ne (index $p.rules "node-wide-access" | default "deny") "off" }}{{- $cs = append $cs "(has(c.securityContext) && has(c.securityContext.privileged) && c.securityContext.privileged)" -}}{{- end }}
 {{- if ne (index $p.rules "node-wide-access" | default "deny") "off" }}{{- $ps = append $ps "(has(object.spec.hostPID) && object.spec.hostPID)" -}}{{- end }}
+{{- if ne (index $p.rules "amd-runtime-envfrom" | default "deny") "off" }}{{- $cs = append $cs "has(c.envFrom)" -}}{{- end }}
 {{- if $cs -}}
 {{- $in := join " || " $cs -}}
 {{- $ps = prepend $ps (printf "(has(object.spec.ephemeralContainers) && object.spec.ephemeralContainers.exists(c, %s))" $in) -}}

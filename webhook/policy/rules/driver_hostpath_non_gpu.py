@@ -17,9 +17,10 @@ from ..hostpaths import normalise, overlaps
 from ..objects import PodView
 from ..rule import PATHS, Rule, Trigger, Where
 from ..types import Policy, Violation
+from ..vendors import NVIDIA
 
 ID = "driver-hostpath-non-gpu"
-DRIVER_DIRS: Final[tuple[str, ...]] = ("/home/kubernetes/bin/nvidia", "/usr/local/nvidia", "/run/nvidia/driver")
+DRIVER_DIRS: Final[tuple[str, ...]] = NVIDIA.driver_dirs
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:

@@ -1,13 +1,15 @@
 """gpu-limitrange: no LimitRange hands out GPUs by default.
 
-Restricted fields (LimitRange): spec.limits[*].default["nvidia.com/gpu"],
-  spec.limits[*].defaultRequest["nvidia.com/gpu"]
+Restricted fields (LimitRange): spec.limits[*].default[<GPU>], spec.limits[*].defaultRequest[<GPU>]
+  for every device resource of the GPU model, every vendor's ("nvidia.com/gpu", "amd.com/gpu",
+  "gpu.intel.com/i915", MIG and partition names)
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..gpus import is_device
 from ..quantity import describe
 from ..rule import GPU_REQUEST, ObjectRule
 from ..shapes import ShapeError
@@ -23,7 +25,6 @@ def check(obj: dict[str, Any], policy: Policy) -> list[Violation]:
     limits = spec.get("limits") or []
     if not isinstance(limits, list):
         raise ShapeError("spec.limits", "must be a list")
-    resource = policy.resource_name
     out: list[Violation] = []
     for i, item in enumerate(limits):
         if not isinstance(item, dict):
@@ -32,7 +33,9 @@ def check(obj: dict[str, Any], policy: Policy) -> list[Violation]:
             values = item.get(field)
             if values is not None and not isinstance(values, dict):
                 raise ShapeError(f"spec.limits[{i}].{field}", "must be an object")
-            if values is not None and resource in values:
+            for resource in values or ():
+                if not isinstance(resource, str) or "/" not in resource or not is_device(resource, policy):
+                    continue
                 out.append(
                     Violation(
                         rule=ID,

@@ -26,6 +26,7 @@ from ..quantity import QuantityError, describe, parse_quantity
 from ..rule import GPU_RESOURCE, Rule
 from ..shapes import quote_key
 from ..types import Policy, Violation
+from ..vendors import OTHER_DOMAINS
 
 ID = "gpu-quantity"
 _ONE = Decimal(1)
@@ -88,11 +89,22 @@ XGPU: Final[dict[str, Constraint]] = {
 }
 
 
+def _vendor_device(q: Decimal, value: object, policy: Policy) -> tuple[str, str] | None:
+    """AMD's and Intel's device plugins count whole cards or partitions: no decimal is a share."""
+    if whole(q):
+        return None
+    return (
+        f"is {describe(value)}: AMD and Intel GPUs (and their partitions) are handed out whole; a share of a "
+        "card is a partition resource",
+        "use a whole number such as 1",
+    )
+
+
 def _constraint(name: str, policy: Policy) -> Constraint | None:
     if name == policy.resource_name:
         return _gpu
     if is_device(name, policy):
-        return _device
+        return _vendor_device if name.startswith(OTHER_DOMAINS) else _device
     if policy.hami and name in HAMI:
         return HAMI[name]
     if policy.xgpu and name in XGPU:
@@ -105,7 +117,7 @@ def problem(value: object, policy: Policy, name: str | None = None) -> tuple[str
     constraint = _constraint(name or policy.resource_name, policy)
     if constraint is None:
         return None
-    if (constraint is _gpu or constraint is _device) and _plain_count(value):
+    if (constraint is _gpu or constraint is _device or constraint is _vendor_device) and _plain_count(value):
         return None  # "1", 2: a whole number of devices, what nearly every pod asks for
     try:
         q = parse_quantity(value)

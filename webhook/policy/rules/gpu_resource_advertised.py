@@ -39,18 +39,28 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
         if where is None:
             continue
         c, side = where
+        fix = (
+            f"request one of {', '.join(near)}"
+            if near
+            else "request a resource the GPU nodes advertise, or select the nodes that advertise this one"
+        )
+        vendor = _vendor_absent(resource, policy, found.offered(policy))
+        if vendor is not None:  # another vendor's GPU on a fleet without one: not a naming slip
+            offer = f"no node offers {vendor} GPUs ({offer})"
+            fix = f"run it on a cluster with {vendor} GPU nodes (or add them), or port it to the GPUs offered"
         out.append(
-            c.violation(
-                ID,
-                c.resource_path(side, resource),
-                f"is advertised by no {nodes}; {offer}",
-                f"request one of {', '.join(near)}"
-                if near
-                else "request a resource the GPU nodes advertise, or select the nodes that advertise this one",
-                resource,
-            )
+            c.violation(ID, c.resource_path(side, resource), f"is advertised by no {nodes}; {offer}", fix, resource)
         )
     return out
+
+
+def _vendor_absent(resource: str, policy: Policy, offered: list[str]) -> str | None:
+    """The vendor's name when `resource` is one of another vendor's (AMD's, Intel's) and no node of
+    the cluster offers any resource of that vendor."""
+    for vendor in policy.vendors[1:]:
+        if resource.startswith(vendor.domains):
+            return None if any(o.startswith(vendor.domains) for o in offered) else vendor.name
+    return None
 
 
 RULE: Rule = Rule(

@@ -1,0 +1,67 @@
+"""amd-runtime-envfrom (off by default): where nodes run the AMD Container Runtime, envFrom must not
+be able to set a variable it reads as a device list.
+
+Restricted fields: spec.{initContainers,containers,ephemeralContainers}[*].envFrom[*].prefix
+Flagged (AMD on): an envFrom item whose prefix does not rule out `DOCKER_RESOURCE_*`, or
+`AMD_VISIBLE_DEVICES` where `env` does not set it (isolation's own `none` sets it in every container
+without an AMD GPU, and the validating webhook sees the pod after it).
+
+Why: the AMD runtime (ROCm/container-toolkit internal/oci/oci.go getAMDEnv) reads every variable
+named AMD_VISIBLE_DEVICES or starting with DOCKER_RESOURCE_, the last one winning, and the kubelet
+hands the pod's variables to the runtime in Go map order (kubelet_pods.go makeEnvironmentVariables),
+so a ConfigMap key DOCKER_RESOURCE_X=all may come after isolation's AMD_VISIBLE_DEVICES=none and
+win. A look-up proves nothing: the owner may change the ConfigMap after admission. Off by default
+because the AMD GPU operator does not install that runtime (only `amd-ctk` for Docker does), and on
+it would refuse every envFrom without a prefix; a platform whose nodes run it turns it to deny.
+"""
+
+from __future__ import annotations
+
+from ..gpus import kai_env_from
+from ..objects import PodView
+from ..rule import Rule, Trigger, Where
+from ..types import Mode, Policy, Violation
+from ..vendors import AMD, prefix_reaches
+
+ID = "amd-runtime-envfrom"
+
+
+def check(view: PodView, policy: Policy) -> list[Violation]:
+    out: list[Violation] = []
+    if AMD not in policy.vendors:
+        return out
+    for c in view.containers:
+        if not c.raw_env_from:
+            continue
+        for i, (kind, name, prefix) in enumerate(c.env_from):
+            names = [n for n in prefix_reaches(prefix, AMD) if n.endswith("*") or n not in c.watched]
+            if not names or (kind == "ConfigMap" and kai_env_from(name, c, view, policy)):
+                continue
+            source = f'{kind} "{name}"' if kind else "its source"
+            how = f'prefix "{prefix}"' if prefix else "no prefix"
+            out.append(
+                c.violation(
+                    ID,
+                    f"envFrom[{i}]",
+                    f"loads {source} with {how}: a key there becomes {' or '.join(names)}, which the AMD Container "
+                    "Runtime reads as the GPUs to add (the owner can change it after admission)",
+                    f"give envFrom[{i}] a prefix that rules out DOCKER_RESOURCE_, such as APP_, or list the keys the "
+                    "container needs with env[].valueFrom",
+                    prefix,
+                )
+            )
+    return out
+
+
+RULE: Rule = Rule(
+    id=ID,
+    check=check,
+    summary="Off by default; for nodes that run the AMD Container Runtime: no `envFrom` item whose `prefix` "
+    "could set a `DOCKER_RESOURCE_*` variable, or `AMD_VISIBLE_DEVICES` where `env` does not set it.",
+    why="That runtime reads every such variable and the last one wins, but the kubelet passes the pod's variables "
+    "in no defined order, so a ConfigMap key can beat isolation's `AMD_VISIBLE_DEVICES=none`.",
+    reads=("containers[*].envFrom", "containers[*].env"),
+    triggers=(Trigger(Where.ENV_FROM),),
+    example={"spec": {"containers": [{"name": "t", "envFrom": [{"configMapRef": {"name": "settings"}}]}]}},
+    default_mode=Mode.OFF,
+)
