@@ -33,7 +33,9 @@ def check(obj: dict[str, Any], policy: Policy) -> list[Violation]:
             values = item.get(field)
             if values is not None and not isinstance(values, dict):
                 raise ShapeError(f"spec.limits[{i}].{field}", "must be an object")
-            for resource in values or ():
+            if not values:
+                continue
+            for resource in values:
                 if not isinstance(resource, str) or "/" not in resource or not is_device(resource, policy):
                     continue
                 out.append(
