@@ -50,7 +50,10 @@ def test_rendered_chart_drives_the_real_server(start_server, tmp_path: Path) -> 
     assert response["allowed"] is True and response["patchType"] == "JSONPatch"
     _, patched = api.mutate(pod(container("train", gpu="1")))
     assert patched["spec"]["nodeSelector"] == {"accelerator": "nvidia-t4"}
-    assert patched["spec"]["containers"][0]["env"] == [{"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"}]
+    assert patched["spec"]["containers"][0]["env"] == [
+        {"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"},
+        {"name": "AMD_VISIBLE_DEVICES", "value": "none"},
+    ]
 
     api, path = client(pods_hook)
     denied = api.review(path, api.build(pod(container("t", gpu="1", privileged=True))))

@@ -133,7 +133,10 @@ def test_mutate_prints_patched_objects(tmp_path: Path) -> None:
     r = cli("mutate", "-f", str(f), "--cluster-version", "v1.19.10-r0-CCE21.11.1.B006")
     assert r.returncode == 0, r.stderr
     mutated, deployment = list(yaml.safe_load_all(r.stdout))
-    assert mutated["spec"]["containers"][0]["env"] == [{"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"}]
+    assert mutated["spec"]["containers"][0]["env"] == [
+        {"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"},
+        {"name": "AMD_VISIBLE_DEVICES", "value": "none"},  # one env created, both appended in order
+    ]
     assert "env" not in deployment["spec"]["template"]["spec"]["containers"][0]
     assert "injected LD_LIBRARY_PATH" in r.stderr
     r = cli("mutate", "-f", str(f), "--cluster-version", "1.28")

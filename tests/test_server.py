@@ -9,7 +9,7 @@ import warnings
 import pytest
 
 from tests.apiserver import ApiServer
-from tests.helpers import VOID, Server, container, pod, wrap
+from tests.helpers import AMD_NONE, VOID, Server, container, pod, wrap
 
 LD = {"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"}
 
@@ -18,7 +18,7 @@ def test_gpu_pod_is_allowed_and_patched(api: ApiServer) -> None:
     obj = pod(container("train", gpu="1", request="1", env=[{"name": "A", "value": "1"}]))
     response, patched = api.mutate(obj)
     assert response["allowed"] is True
-    assert patched["spec"]["containers"][0]["env"] == [{"name": "A", "value": "1"}, LD]
+    assert patched["spec"]["containers"][0]["env"] == [{"name": "A", "value": "1"}, LD, AMD_NONE]
     assert patched["spec"]["nodeSelector"] == {"accelerator": "nvidia-t4"}
     assert any("LD_LIBRARY_PATH" in w for w in response["warnings"])
     # Reinvocation (reinvocationPolicy: IfNeeded) of the patched pod changes nothing.
@@ -31,7 +31,7 @@ def test_gpu_pod_is_allowed_and_patched(api: ApiServer) -> None:
 def test_pod_without_gpu_is_only_isolated(api: ApiServer) -> None:
     response, out = api.mutate(pod(container("web")))
     assert "warnings" not in response
-    assert out["spec"]["containers"][0]["env"] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]
+    assert out["spec"]["containers"][0]["env"] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}, AMD_NONE]
     assert "nodeSelector" not in out["spec"]
 
 
@@ -274,8 +274,8 @@ def test_modes_warn_and_audit(start_server) -> None:
 def test_unknown_cluster_version_skips_ld_library_path(start_server) -> None:
     s = start_server(None, "--cluster-version", "unknown")
     api = s.client()
-    response, _patched = api.mutate(pod(container(gpu="1")))
-    assert "patch" not in response
+    _response, patched = api.mutate(pod(container(gpu="1")))
+    assert patched["spec"]["containers"][0]["env"] == [AMD_NONE]  # no LD_LIBRARY_PATH: isolation only
     api.close()
 
 
@@ -290,7 +290,8 @@ def test_new_ephemeral_containers_are_isolated(api: ApiServer) -> None:
             "op": "add",
             "path": "/spec/ephemeralContainers/1/env",
             "value": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}],
-        }
+        },
+        {"op": "add", "path": "/spec/ephemeralContainers/1/env/-", "value": AMD_NONE},
     ]
     assert "env" not in patched["spec"]["ephemeralContainers"][0]
     assert api.validate(patched, operation="UPDATE", old=running, sub_resource="ephemeralcontainers")["allowed"]
@@ -304,7 +305,7 @@ def test_a_malformed_old_object_on_the_subresource_is_no_500(api: ApiServer, ser
         old = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"ephemeralContainers": junk}}
         response, patched = api.mutate(debugged, operation="UPDATE", old=old, sub_resource="ephemeralcontainers")
         assert response["allowed"] is True
-        assert patched["spec"]["ephemeralContainers"][0]["env"] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]
+        assert patched["spec"]["ephemeralContainers"][0]["env"] == [VOID, AMD_NONE]
     assert server.log_problems()[since:] == []
 
 
@@ -337,8 +338,8 @@ def test_opt_out_label_and_annotation_never_skip_isolation(api: ApiServer) -> No
     response, patched = api.mutate(obj)
     assert response["allowed"] is True
     app, trainer = patched["spec"]["containers"]
-    assert app["env"] == [VOID]
-    assert "env" not in trainer  # the annotation skips ld-library-path here
+    assert app["env"] == [VOID, AMD_NONE]
+    assert trainer["env"] == [AMD_NONE]  # the annotation skips ld-library-path here, never isolation
     assert "nodeSelector" not in patched["spec"]  # and the default GPU model
 
 

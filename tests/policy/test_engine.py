@@ -158,3 +158,19 @@ def test_objects_past_the_budget_are_too_large_to_judge_before_they_are_read() -
     with pytest.raises(ShapeError) as raised:
         engine.find_violations(big, "", "Pod", POLICY)
     assert raised.value.path == "metadata.annotations" and f"at most {MAX_ANNOTATION_BYTES}" in raised.value.problem
+
+
+def test_two_mutations_creating_one_env_make_one_list() -> None:
+    """Each mutation builds its ops from the pod as it came: ld-library-path creates a GPU container's
+    env, isolation's AMD_VISIBLE_DEVICES=none (issue 36) would create it again and replace it. The
+    engine turns the second create into appends, so both entries stay, in order."""
+    import jsonpatch
+
+    from tests.helpers import AMD_NONE, view
+
+    old = default_policy(cluster_version=(1, 27))
+    obj = pod(container("train", gpu=1))
+    ops = engine.mutate(view(obj, old), old).ops
+    env = jsonpatch.apply_patch(obj, ops)["spec"]["containers"][0]["env"]
+    assert env == [{"name": "LD_LIBRARY_PATH", "value": old.ld_library_path}, AMD_NONE]
+    assert [op["path"] for op in ops if "/env" in op["path"]] == ["/spec/containers/0/env", "/spec/containers/0/env/-"]

@@ -23,7 +23,7 @@ def test_a_workload_asking_for_every_gpu_of_the_node_is_denied(resource: str) ->
     assert "every Intel GPU of the node" in v.detail and v.value == "1"
     # The exemption comes first (an agent needs it), then what a workload asks for instead.
     assert v.fix.startswith('if this is a trusted GPU node agent, the platform exempts it: "team-a/default"')
-    assert v.fix.endswith("a workload requests gpu.intel.com/i915 or gpu.intel.com/xe or gpu.intel.com/dxg")
+    assert v.fix.endswith("a workload requests gpu.intel.com/i915 or gpu.intel.com/xe")
     assert "nvidia.com/gpu" not in v.fix
 
 

@@ -302,6 +302,7 @@ def vendor_rows() -> list[str]:
             "|---|---|",
             f"| configured by | {switch} |",
             f"| whole-GPU resource (fixes name it) | `{v.resource}` |",
+            f"| what a workload asks for (the node-wide fix lists it) | {names(v.workload)} |",
             f"| device resources | {names(v.devices)} |",
             f"| of those, time-sliced slots | {names(v.shared)} |",
             f"| companion resources (imply a GPU) | {names(v.companions)} |",

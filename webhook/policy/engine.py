@@ -14,6 +14,7 @@ from .gpus import agent_account, is_companion, is_device, node_agent
 from .mutations import isolate_non_gpu
 from .nodes import view_of_nodes
 from .objects import PodView, build_views, find_templates
+from .patch import join
 from .registry import MUTATIONS, OBJECT_RULES, RULES, check_pod
 from .rule import Mutation, ObjectRule, Rule
 from .shapes import ShapeError
@@ -318,7 +319,10 @@ def mutate(pod: PodView, policy: Policy) -> Changes:
     warnings: list[str] = []
     for m in plan.mutations_without_opt_out if opted_out(pod, policy) else plan.mutations:
         changes = m.mutate(pod, policy)
-        ops.extend(changes.ops)
+        if ops:
+            join(ops, changes.ops)
+        else:
+            ops.extend(changes.ops)
         warnings.extend(changes.warnings)
     return Changes(ops, warnings)
 

@@ -25,3 +25,17 @@ def append_env(container_pointer: str, has_env: bool, entry: dict[str, str]) -> 
     if has_env:
         return add(f"{container_pointer}/env/-", entry)
     return add(f"{container_pointer}/env", [entry])
+
+
+def join(ops: list[Op], more: list[Op]) -> None:
+    """Append `more` to `ops`, one patch of several mutations: each mutation builds its ops from the
+    pod as it came, so two may both create a container's absent `env` (ld-library-path's entry,
+    then isolation's AMD_VISIBLE_DEVICES=none in the same GPU container). The later create would
+    replace the earlier list; it becomes appends instead, in order."""
+    for op in more:
+        path = op["path"]
+        creates = op["op"] == "add" and path.endswith("/env") and isinstance(op["value"], list)
+        if creates and any(o["path"] == path and o["op"] == "add" for o in ops):
+            ops.extend(add(f"{path}/-", entry) for entry in op["value"])
+        else:
+            ops.append(op)

@@ -41,6 +41,7 @@ class Vendor:
     key: str  # the config's vendors.<key> (NVIDIA: the top-level keys)
     name: str  # as messages and docs spell it
     resource: str  # the whole-GPU resource a fix names
+    workload: tuple[str, ...]  # the resources a workload asks for, as a fix lists them
     domains: tuple[str, ...]  # resource-name prefixes only this vendor's plugins use
     devices: tuple[str, ...]  # device-plugin resources that are GPUs (whole cards, partitions, slots)
     shared: tuple[str, ...]  # of those, time-sliced/MPS slots (at most 1 per container)
@@ -64,6 +65,7 @@ NVIDIA: Final = Vendor(
     key="nvidia",
     name="NVIDIA",
     resource="nvidia.com/gpu",
+    workload=("nvidia.com/gpu",),
     domains=("nvidia.com/",),
     devices=(
         "nvidia.com/gpu",
@@ -121,6 +123,7 @@ AMD: Final = Vendor(
     key="amd",
     name="AMD",
     resource="amd.com/gpu",
+    workload=("amd.com/gpu",),
     domains=("amd.com/",),
     # `-resource_naming_strategy mixed` names partitions <compute>_<memory> (cpx_nps4, spx_nps1).
     devices=("amd.com/gpu", "amd.com/*_nps1", "amd.com/*_nps2", "amd.com/*_nps4", "amd.com/*_nps8"),
@@ -161,8 +164,10 @@ INTEL: Final = Vendor(
     key="intel",
     name="Intel",
     resource="gpu.intel.com/i915",
-    domains=("gpu.intel.com/",),
-    devices=("gpu.intel.com/i915", "gpu.intel.com/xe", "gpu.intel.com/dxg"),
+    workload=("gpu.intel.com/i915", "gpu.intel.com/xe"),
+    domains=("gpu.intel.com/", "intel.com/gpu"),
+    # intel.com/gpu: the DRA driver chart's extendedResourceName (DRA extended resources, KEP-5004).
+    devices=("gpu.intel.com/i915", "gpu.intel.com/xe", "gpu.intel.com/dxg", "intel.com/gpu"),
     shared=(),
     # GPU Aware Scheduling's fractional resources (removed from the plugin in v0.34): they imply a GPU.
     companions=("gpu.intel.com/millicores", "gpu.intel.com/memory.max", "gpu.intel.com/tiles"),

@@ -35,7 +35,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
         side, name, vendor = found
         values = c.limits if side == "limits" else c.requests
         value = values.get(name) if values else None
-        countable = " or ".join(n for n in vendor.devices if "*" not in n)
+        countable = " or ".join(vendor.workload)
         out.append(
             c.violation(
                 ID,
