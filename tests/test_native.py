@@ -156,6 +156,30 @@ def test_exemptions_and_kai_as_the_config_says(tmp_path: Path) -> None:
         agree(policy, kai, config)
 
 
+@pytest.mark.parametrize(
+    "vendors",
+    [{}, {"amd": {"isolate": False}}, {"amd": {"enabled": False}}, {"intel": {"enabled": False}}],
+)
+def test_amd_isolation_follows_the_vendor_switches(vendors: dict[str, Any], tmp_path: Path) -> None:
+    """Issue 36: the chart's vendors values reach the twin as they reach the webhook's config."""
+    config = {"vendors": vendors} if vendors else {}
+    policy = isolation(config, tmp_path)
+    fleet = pod(
+        container("cpu"),
+        container("nvidia", gpu=1),
+        container("rocm", resources={"limits": {"amd.com/gpu": 1}}),
+        container("intel", resources={"limits": {"gpu.intel.com/i915": 1}}),
+        container("claim", resources={"claims": [{"name": "g"}]}),
+        initContainers=[container("init", env=[{"name": "AMD_VISIBLE_DEVICES", "value": "all"}])],
+        resourceClaims=[{"name": "g", "resourceClaimTemplateName": "t"}],
+    )
+    agree(policy, fleet, config)
+    stored = policy.apply(fleet, request())
+    amd_on = vendors.get("amd", {}) == {}
+    cpu = next(c for c in stored["spec"]["containers"] if c["name"] == "cpu")
+    assert ({"name": "AMD_VISIBLE_DEVICES", "value": "none"} in cpu["env"]) is amd_on
+
+
 def test_ephemeral_containers_added_by_kubectl_debug(shipped: MutatingPolicy) -> None:
     """pods/ephemeralcontainers UPDATE: only the containers the old pod lacked are voided."""
     old = pod(container("train", gpu="1"))

@@ -262,3 +262,24 @@ def test_every_rule_counts_every_vendors_gpus(resource: str) -> None:
     assert rules(pod(gpu(8), namespace="team-x"), access) == ["gpu-max-per-pod", "gpu-namespace-allowed"]
     quantity = run(pod(gpu("0.5")))[0]
     assert "nvidia.com" not in quantity.detail and "MIG" not in quantity.detail
+
+
+def test_vendor_device_nodes_and_quota_advice() -> None:
+    """AMD's /dev/kfd and /dev/dri, Intel's /dev/dri by hostPath, in any pod; a plain quota key of a
+    vendor's GPU caps nothing (quota counts requests.<name> for extended resources)."""
+    from tests.helpers import run
+
+    for path in ("/dev/kfd", "/dev/dri", "/dev/dri/renderD128", "/dev//dri/"):
+        obj = pod(container(), volumes=[{"name": "d", "hostPath": {"path": path}}])
+        assert [v.rule for v in run(obj)] == ["no-gpu-device-hostpath"], path
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "gpus", "namespace": "team-a"},
+        "spec": {"hard": {"amd.com/gpu": "4", "requests.gpu.intel.com/i915": "2"}},
+    }
+    from tests.helpers import default_policy
+    from webhook.policy import Mode
+
+    (v,) = run(quota, default_policy(modes={"gpu-quota-advice": Mode.WARN}))  # off by default
+    assert v.rule == "gpu-quota-advice" and "amd.com/gpu" in v.path and "requests.amd.com/gpu" in v.fix
