@@ -115,7 +115,7 @@ def registry_source(current: str) -> str:
     def dispatcher(names: list[str]) -> str:
         calls = "".join(f"    if on[{i}]:\n        out.extend({n}.check(view, policy))\n" for i, n in enumerate(names))
         return (
-            "def check_pod(view: PodView, policy: Policy, on: list[bool]) -> list[Violation]:\n"
+            "def check_pod(view: PodView, policy: Policy, on: tuple[bool, ...]) -> list[Violation]:\n"
             '    """The violations of every pod rule whose flag in `on` (RULES order) is set. Direct calls:\n'
             "    mypyc compiles them to C calls, where calling each Rule's `check` goes through Python's\n"
             '    generic call and argument parsing, once per rule per review."""\n'

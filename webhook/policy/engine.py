@@ -15,8 +15,8 @@ from .mutations import isolate_non_gpu
 from .nodes import view_of_nodes
 from .objects import PodView, build_views, find_templates
 from .patch import join
-from .registry import MUTATIONS, OBJECT_RULES, RULES, check_pod
-from .rule import Mutation, ObjectRule, Rule
+from .registry import OBJECT_RULES, RULES, check_pod
+from .rule import ObjectRule, Rule
 from .shapes import ShapeError
 from .types import MAX_WARNING, Changes, Mode, Policy, Violation
 
@@ -53,47 +53,11 @@ def pod_view(obj: Any, policy: Policy, namespace: str = "") -> PodView:
     return found[0]
 
 
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    """What a policy runs, resolved once per Policy instead of once per request."""
-
-    on: list[bool]  # per pod rule (RULES order): not off (what registry.check_pod runs)
-    mutations: tuple[Mutation, ...]  # mutations that are switched on
-    mutations_without_opt_out: tuple[Mutation, ...]  # those of them the opt-out annotation keeps
-
-
-# id(policy) -> (policy, plan). The policy is kept in the entry, so its id cannot be reused
-# while the entry lives; a process holds one policy (two or three in tests). The last one used
-# is checked first, by identity: what every request of a server asks for.
-_PLANS: dict[int, tuple[Policy, _Plan]] = {}
-_LAST: list[tuple[Policy, _Plan]] = []
-
-
-def _plan(policy: Policy) -> _Plan:
-    if _LAST and _LAST[0][0] is policy:
-        return _LAST[0][1]
-    entry = _PLANS.get(id(policy))
-    if entry is not None and entry[0] is policy:
-        _LAST[:] = [entry]
-        return entry[1]
-    mutations = tuple(m for m in MUTATIONS if m.enabled(policy))
-    plan = _Plan(
-        on=[policy.mode(r.id) is not Mode.OFF for r in RULES],
-        mutations=mutations,
-        mutations_without_opt_out=tuple(m for m in mutations if not m.opt_out),
-    )
-    if len(_PLANS) > 64:  # bounded: tests build many policies
-        _PLANS.clear()
-    _PLANS[id(policy)] = (policy, plan)
-    _LAST[:] = [(policy, plan)]
-    return plan
-
-
 def pod_violations(pod: PodView, policy: Policy) -> list[Violation]:
     """Every violation of every pod rule that is not off, in registry then field order. For a
     GPU node agent each fix leads with the exemption: the workload fix ("request GPUs", "use an
     emptyDir") is no help to GPU Feature Discovery or an exporter, which need what they ask for."""
-    found = check_pod(pod, policy, _plan(policy).on)
+    found = check_pod(pod, policy, policy.plan.on)
     if found and node_agent(pod, policy):
         return [_agent_fix(v, pod) for v in found]
     return found
@@ -314,7 +278,7 @@ def mutate(pod: PodView, policy: Policy) -> Changes:
     """
     if not pod.is_pod or exempt(pod, policy):
         return Changes([], [])
-    plan = _plan(policy)
+    plan = policy.plan
     ops: list[dict[str, Any]] = []
     warnings: list[str] = []
     for m in plan.mutations_without_opt_out if opted_out(pod, policy) else plan.mutations:

@@ -87,7 +87,7 @@ MUTATIONS: tuple[Mutation, ...] = (
 )
 
 
-def check_pod(view: PodView, policy: Policy, on: list[bool]) -> list[Violation]:
+def check_pod(view: PodView, policy: Policy, on: tuple[bool, ...]) -> list[Violation]:
     """The violations of every pod rule whose flag in `on` (RULES order) is set. Direct calls:
     mypyc compiles them to C calls, where calling each Rule's `check` goes through Python's
     generic call and argument parsing, once per rule per review."""
