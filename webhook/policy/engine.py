@@ -15,10 +15,10 @@ from .mutations import isolate_non_gpu
 from .nodes import view_of_nodes
 from .objects import PodView, build_views, find_templates
 from .patch import join
-from .registry import OBJECT_RULES, RULES, check_pod
+from .registry import MUTATIONS, OBJECT_RULES, RULES, check_pod
 from .rule import ObjectRule, Rule
 from .shapes import ShapeError
-from .types import MAX_WARNING, Changes, Mode, Policy, Violation
+from .types import MAX_WARNING, Changes, Mode, Plan, Policy, Violation
 
 ALL_RULES: Final[tuple[Rule | ObjectRule, ...]] = (*RULES, *OBJECT_RULES)
 RULE_IDS: Final[tuple[str, ...]] = tuple(r.id for r in ALL_RULES)
@@ -53,11 +53,25 @@ def pod_view(obj: Any, policy: Policy, namespace: str = "") -> PodView:
     return found[0]
 
 
+def plan(policy: Policy) -> Plan:
+    """What `policy` runs, derived once per Policy object and kept on it (Policy.plan)."""
+    found = policy.plan
+    if found is None:
+        mutations = tuple(i for i, m in enumerate(MUTATIONS) if m.enabled(policy))
+        found = Plan(
+            tuple(policy.mode(r.id) is not Mode.OFF for r in RULES),
+            mutations,
+            tuple(i for i in mutations if not MUTATIONS[i].opt_out),
+        )
+        object.__setattr__(policy, "plan", found)  # a memo of its own fields: frozen otherwise
+    return found
+
+
 def pod_violations(pod: PodView, policy: Policy) -> list[Violation]:
     """Every violation of every pod rule that is not off, in registry then field order. For a
     GPU node agent each fix leads with the exemption: the workload fix ("request GPUs", "use an
     emptyDir") is no help to GPU Feature Discovery or an exporter, which need what they ask for."""
-    found = check_pod(pod, policy, policy.plan.on)
+    found = check_pod(pod, policy, plan(policy).on)
     if found and node_agent(pod, policy):
         return [_agent_fix(v, pod) for v in found]
     return found
@@ -278,11 +292,11 @@ def mutate(pod: PodView, policy: Policy) -> Changes:
     """
     if not pod.is_pod or exempt(pod, policy):
         return Changes([], [])
-    plan = policy.plan
+    active = plan(policy)
     ops: list[dict[str, Any]] = []
     warnings: list[str] = []
-    for m in plan.mutations_without_opt_out if opted_out(pod, policy) else plan.mutations:
-        changes = m.mutate(pod, policy)
+    for i in active.mutations_without_opt_out if opted_out(pod, policy) else active.mutations:
+        changes = MUTATIONS[i].mutate(pod, policy)
         if ops:
             join(ops, changes.ops)
         else:

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 from .vendors import Vendor
 
 if TYPE_CHECKING:
-    from .rule import Mutation
     from .templates import Templates
 
 # Kubernetes may truncate individual admission warnings past this length.
@@ -135,9 +134,11 @@ class ClusterView:
 class Plan:
     """What a policy runs, resolved once when the Policy is built instead of once per request."""
 
-    on: tuple[bool, ...]  # per pod rule (registry.RULES order): not off (what registry.check_pod runs)
-    mutations: tuple[Mutation, ...]  # the mutations that are switched on, in order
-    mutations_without_opt_out: tuple[Mutation, ...]  # those of them the opt-out annotation keeps
+    # Positions in the registry's order (registry.RULES, registry.MUTATIONS): plain data, so this
+    # module, which every rule imports, imports none of them.
+    on: tuple[bool, ...]  # per pod rule: not off (what registry.check_pod runs)
+    mutations: tuple[int, ...]  # the mutations that are switched on, in order
+    mutations_without_opt_out: tuple[int, ...]  # those of them the opt-out annotation keeps
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,21 +206,10 @@ class Policy:
     # The live cluster (webhook.cluster.view), or None: not watched, or not synced yet. The
     # pre-flight rules say nothing without it; never deny on missing data.
     cluster: ClusterView | None
-    # What this policy runs, derived from the fields above when it is built (and rebuilt by
-    # dataclasses.replace, which builds a new Policy): never out of step with its modes.
-    plan: Plan = dataclass_field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        # The registry imports every rule, and every rule imports this module: read it at build time.
-        from .registry import MUTATIONS, RULES
-
-        mutations = tuple(m for m in MUTATIONS if m.enabled(self))
-        plan = Plan(
-            tuple(self.mode(r.id) is not Mode.OFF for r in RULES),
-            mutations,
-            tuple(m for m in mutations if not m.opt_out),
-        )
-        object.__setattr__(self, "plan", plan)
+    # What this policy runs (webhook.policy.engine.plan): derived from the fields above on first
+    # use and kept with the policy it belongs to. dataclasses.replace does not copy an init=False
+    # field, so a changed policy starts without one and derives its own: never out of step.
+    plan: Plan | None = dataclass_field(default=None, init=False, repr=False, compare=False)
 
     def mode(self, rule_id: str) -> Mode:
         # `modes` is complete when built from config; an id it lacks is judged strictly.
