@@ -182,6 +182,13 @@ def _cel_imex(c: str) -> str:
 _LISTS: Final = (("initContainers", False), ("containers", False), ("ephemeralContainers", True))
 
 
+def _present(field: str) -> str:
+    """The container list is there and a list: `containers` has no omitempty in the Go type, so a pod
+    without it reaches CEL as `containers: null`, which has() reports present (the real API server
+    then failed the policy with "no such overload: size" instead of leaving the pod to validation)."""
+    return f"(has(object.spec.{field}) && type(object.spec.{field}) == list)"
+
+
 def _variables(field: str, new_only: bool) -> list[tuple[str, str]]:
     """Per list: the indexes it patches (chosen), of those the GPU ones, then which get which void."""
     name = field[0].upper() + field[1:]
@@ -189,7 +196,7 @@ def _variables(field: str, new_only: bool) -> list[tuple[str, str]]:
     chosen = "request.operation == 'CREATE'"
     if new_only:  # pods/ephemeralcontainers: only the containers the old pod did not have
         chosen = f"({chosen} || !(has(oldObject.spec.{field}) && oldObject.spec.{field}.exists(o, o.name == {c}.name)))"
-    each = f"(has(object.spec.{field}) ? lists.range(size(object.spec.{field})) : [])"
+    each = f"({_present(field)} ? lists.range(size(object.spec.{field})) : [])"
     return [
         (f"gpu{name}", f"{each}.filter(i, {chosen} && {_cel_gpu(c)})"),
         (f"void{name}", f"{each}.filter(i, {chosen} && !(i in variables.gpu{name}) && !{_cel_nothing(c)})"),
@@ -213,7 +220,7 @@ def _ops(field: str) -> str:
     return (
         # No env yet: one op creates it with what it needs (the webhook's first op creates it,
         # the second appends: the same list).
-        f"(has(object.spec.{field}) ? lists.range(size(object.spec.{field}))"
+        f"({_present(field)} ? lists.range(size(object.spec.{field}))"
         f".filter(i, !has({c}.env) && (i in {imex} || i in {void} || i in {amd}))"
         f".map(i, JSONPatch{{op: 'add', path: {at} + '/env', "
         f"value: (i in {imex} ? [{imex_entry}] : []) + (i in {void} ? [{void_entry}] : [])"
