@@ -56,6 +56,13 @@ class EnvVar:
 EnvSource = tuple[str, str, str]
 
 
+def loads(kind: str, name: str, prefix: str) -> str:
+    """How a message says what an envFrom item loads: 'loads ConfigMap "x" with no prefix'."""
+    source = f'{kind} "{name}"' if kind else "its source"
+    how = f'prefix "{prefix}"' if prefix else "no prefix"
+    return f"loads {source} with {how}"
+
+
 @dataclass(slots=True, init=False)
 class Container:
     """One container of any kind, with the fields the rules read already type-checked."""

@@ -135,14 +135,15 @@ def _cel_gpu(c: str) -> str:
     return f"({c}.name == variables.kaiContainer || (has({c}.resources) && ({sides})))"
 
 
-def _cel_nothing(c: str) -> str:
-    """gpus.grants_nothing: the last NVIDIA_VISIBLE_DEVICES entry is an exact no-device literal."""
-    last = f"{c}.env.filter(e, e.name == '{VISIBLE_DEVICES}')"
-    literals = ", ".join(f"'{v}'" for v in sorted(NO_DEVICES))
+def _cel_nothing(c: str, name: str = VISIBLE_DEVICES, literals: frozenset[str] = NO_DEVICES) -> str:
+    """gpus.grants_nothing (gpus.vendor_isolated for AMD's `name`): the last entry of `name` is an
+    exact no-device literal."""
+    last = f"{c}.env.filter(e, e.name == '{name}')"
+    allowed = ", ".join(f"'{v}'" for v in sorted(literals))
     entry = f"{last}[size({last}) - 1]"
     return (
         f"(has({c}.env) && size({last}) > 0 && !has({entry}.valueFrom) && "
-        f"(!has({entry}.value) || {entry}.value in [{literals}]))"
+        f"(!has({entry}.value) || {entry}.value in [{allowed}]))"
     )
 
 
@@ -155,17 +156,6 @@ def _cel_amd_gpu(c: str) -> str:
         for side in ("limits", "requests")
     )
     return f"(has({c}.resources) && ((has({c}.resources.claims) && size({c}.resources.claims) > 0) || {sides}))"
-
-
-def _cel_amd_nothing(c: str) -> str:
-    """The last AMD_VISIBLE_DEVICES entry is an exact no-device literal (gpus.vendor_isolated)."""
-    last = f"{c}.env.filter(e, e.name == '{AMD_VAR}')"
-    literals = ", ".join(f"'{v}'" for v in sorted(AMD.no_devices))
-    entry = f"{last}[size({last}) - 1]"
-    return (
-        f"(has({c}.env) && size({last}) > 0 && !has({entry}.valueFrom) && "
-        f"(!has({entry}.value) || {entry}.value in [{literals}]))"
-    )
 
 
 def _cel_imex(c: str) -> str:
@@ -203,7 +193,8 @@ def _variables(field: str, new_only: bool) -> list[tuple[str, str]]:
         (f"imex{name}", f"{each}.filter(i, {chosen} && !(i in variables.gpu{name}) && {_cel_imex(c)})"),
         (
             f"amd{name}",
-            f"@amdIsolate@ ? {each}.filter(i, {chosen} && !{_cel_amd_gpu(c)} && !{_cel_amd_nothing(c)}) : []",
+            f"@amdIsolate@ ? {each}.filter(i, {chosen} && !{_cel_amd_gpu(c)} && "
+            f"!{_cel_nothing(c, AMD_VAR, AMD.no_devices)}) : []",
         ),
     ]
 

@@ -17,6 +17,7 @@ it would refuse every envFrom without a prefix; a platform whose nodes run it tu
 
 from __future__ import annotations
 
+from ..containers import loads
 from ..gpus import kai_env_from
 from ..objects import PodView
 from ..rule import Rule, Trigger, Where
@@ -37,13 +38,11 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
             names = [n for n in prefix_reaches(prefix, AMD) if n.endswith("*") or n not in c.watched]
             if not names or (kind == "ConfigMap" and kai_env_from(name, c, view, policy)):
                 continue
-            source = f'{kind} "{name}"' if kind else "its source"
-            how = f'prefix "{prefix}"' if prefix else "no prefix"
             out.append(
                 c.violation(
                     ID,
                     f"envFrom[{i}]",
-                    f"loads {source} with {how}: a key there becomes {' or '.join(names)}, which the AMD Container "
+                    f"{loads(kind, name, prefix)}: a key there becomes {' or '.join(names)}, which the AMD Container "
                     "Runtime reads as the GPUs to add (the owner can change it after admission)",
                     f"give envFrom[{i}] a prefix that rules out DOCKER_RESOURCE_, such as APP_, or list the keys the "
                     "container needs with env[].valueFrom",

@@ -20,7 +20,7 @@ isolation voids are not flagged: isolation appends its
 
 from __future__ import annotations
 
-from ..containers import Container
+from ..containers import Container, loads
 from ..gpus import kai_env_from, plugin_env_gpu
 from ..nvidia import prefix_reaches
 from ..objects import PodView
@@ -45,13 +45,11 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
             names = reached(c, prefix)
             if not names or (kind == "ConfigMap" and kai_env_from(name, c, view, policy)):
                 continue
-            source = f'{kind} "{name}"' if kind else "its source"
-            how = f'prefix "{prefix}"' if prefix else "no prefix"
             out.append(
                 c.violation(
                     ID,
                     f"envFrom[{i}]",
-                    f"loads {source} with {how}: a key there becomes {' or '.join(names)} and overrides the "
+                    f"{loads(kind, name, prefix)}: a key there becomes {' or '.join(names)} and overrides the "
                     "device plugin's devices (the owner can change it after admission)",
                     f"give envFrom[{i}] a prefix that no granting name starts with, such as APP_, or list the "
                     "keys the container needs with env[].valueFrom",
