@@ -47,9 +47,11 @@ def exposes(path: str) -> str | None:
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
     out: list[Violation] = []
+    resource = ""  # the vendor's GPU resource the fix names: looked up once, at the first finding
     for volume in view.host_paths:
         reached = exposes(volume.path)
         if reached:
+            resource = resource or pod_resource(view, policy)
             shown = "/" if normalise(volume.path) == "/" else reached
             out.append(
                 Violation(
@@ -57,7 +59,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
                     path=f"{view.path}.volumes[{volume.index}].hostPath.path",
                     detail=f'is "{volume.path}", which reaches {shown} on the node: GPU devices or device-plugin '
                     "state outside the device plugin's control",
-                    fix=f'request GPUs with resources.limits["{pod_resource(view, policy)}"]; use an emptyDir or a '
+                    fix=f'request GPUs with resources.limits["{resource}"]; use an emptyDir or a '
                     "PVC for files",
                     value=f'"{volume.path}"',
                 )
