@@ -59,8 +59,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
                     path=f"{view.path}.volumes[{volume.index}].hostPath.path",
                     detail=f'is "{volume.path}", which reaches {shown} on the node: GPU devices or device-plugin '
                     "state outside the device plugin's control",
-                    fix=f'request GPUs with resources.limits["{resource}"]; use an emptyDir or a '
-                    "PVC for files",
+                    fix=f'request GPUs with resources.limits["{resource}"]; use an emptyDir or a PVC for files',
                     value=f'"{volume.path}"',
                 )
             )
