@@ -31,11 +31,13 @@ def join(ops: list[Op], more: list[Op]) -> None:
     """Append `more` to `ops`, one patch of several mutations: each mutation builds its ops from the
     pod as it came, so two may both create a container's absent `env` (ld-library-path's entry,
     then isolation's AMD_VISIBLE_DEVICES=none in the same GPU container). The later create would
-    replace the earlier list; it becomes appends instead, in order."""
+    replace the earlier list; it becomes appends instead, in order. One pass over each list: a pod
+    of a thousand containers makes a patch of thousands of ops."""
+    created = {o["path"] for o in ops if o["op"] == "add" and o["path"].endswith("/env")}
     for op in more:
         path = op["path"]
         creates = op["op"] == "add" and path.endswith("/env") and isinstance(op["value"], list)
-        if creates and any(o["path"] == path and o["op"] == "add" for o in ops):
+        if creates and path in created:
             ops.extend(add(f"{path}/-", entry) for entry in op["value"])
         else:
             ops.append(op)
