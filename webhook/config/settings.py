@@ -255,10 +255,6 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
         if switches["enabled"] is True:
             vendors.append(other)
     amd_isolate = AMD in vendors and c["vendors"]["amd"]["isolate"] is True
-    for other in vendors[1:]:  # the other vendors' names join the configured (NVIDIA's) lists
-        devices += [n for n in other.devices + other.node_wide if n not in devices]
-        shared += [n for n in other.shared if n not in shared]
-        companions += [n for n in other.companions if n not in companions]
     integrations = c["integrations"]
     for name in ("kai", "hami", "xgpu"):
         checks.expect(problems, f"integrations.{name}.enabled", integrations[name]["enabled"], bool, "true or false")
@@ -386,11 +382,17 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
     if server["clusterView"] not in ("auto", "off"):
         problems.append(f"server.clusterView: must be auto or off, got {server['clusterView']!r}")
 
-    for other in vendors[1:]:
-        agent_images += [n for n in other.agent_images if n not in agent_images]
-        node_labels += [n for n in other.node_labels if n not in node_labels]
-        device_classes += [n for n in other.device_classes if n not in device_classes]
-        runtime_classes += [n for n in other.runtime_classes if n not in runtime_classes]
+    for other in vendors[1:]:  # the other vendors' names join the configured (NVIDIA's) lists
+        for names, theirs in (
+            (devices, other.devices + other.node_wide),
+            (shared, other.shared),
+            (companions, other.companions),
+            (agent_images, other.agent_images),
+            (node_labels, other.node_labels),
+            (device_classes, other.device_classes),
+            (runtime_classes, other.runtime_classes),
+        ):
+            names += [n for n in theirs if n not in names]
 
     if problems:
         return None

@@ -297,10 +297,7 @@ def mutate(pod: PodView, policy: Policy) -> Changes:
     warnings: list[str] = []
     for i in active.mutations_without_opt_out if opted_out(pod, policy) else active.mutations:
         changes = MUTATIONS[i].mutate(pod, policy)
-        if ops:
-            join(ops, changes.ops)
-        else:
-            ops.extend(changes.ops)
+        join(ops, changes.ops)
         warnings.extend(changes.warnings)
     return Changes(ops, warnings)
 

@@ -34,7 +34,7 @@ from typing import Final
 
 from .containers import Container, EnvVar
 from .nodes import claim_classes
-from .nvidia import VISIBLE_DEVICES, grants_devices
+from .nvidia import NO_DEVICES, VISIBLE_DEVICES
 from .objects import PodView
 from .quantity import QuantityError, parse_quantity
 from .types import ContainerKind, Policy
@@ -281,10 +281,10 @@ def _env_resource(c: Container, view: PodView, policy: Policy) -> bool:
     return policy.kai and kai_pod(view, policy) is not None and kai_container(view) is c
 
 
-def grants_nothing(c: Container, name: str = VISIBLE_DEVICES) -> bool:
+def grants_nothing(c: Container, name: str = VISIBLE_DEVICES, literals: frozenset[str] = NO_DEVICES) -> bool:
     """The pod's last entry for `name` (the one the kubelet keeps) is an exact no-device literal."""
     entries = c.env(name)
-    return bool(entries) and not entries[-1].value_from and not grants_devices(entries[-1].value)
+    return bool(entries) and not entries[-1].value_from and entries[-1].value in literals
 
 
 def isolated(c: Container, view: PodView, policy: Policy) -> bool:
@@ -312,14 +312,13 @@ def vendor_gpu(c: Container, vendor: Vendor) -> bool:
     return False
 
 
-def vendor_isolated(c: Container, vendor: Vendor, policy: Policy) -> bool:
+def vendor_isolated(c: Container, vendor: Vendor) -> bool:
     """Whether isolate-non-gpu gives `c` `vendor`'s isolation entry (AMD_VISIBLE_DEVICES=none):
     the vendor's isolation is on, `c` may get none of its GPUs, and its own last entry for the
     variable is not already an exact no-device literal."""
     if vendor.isolation is None or vendor_gpu(c, vendor):
         return False
-    entries = c.env(vendor.isolation[0])
-    return not (entries and not entries[-1].value_from and entries[-1].value in vendor.no_devices)
+    return not grants_nothing(c, vendor.isolation[0], vendor.no_devices)
 
 
 def sees_no_gpu(c: Container, view: PodView, policy: Policy) -> bool:
@@ -368,11 +367,12 @@ def node_agent(view: PodView, policy: Policy) -> bool:
     for any rule is an exemption the platform grants, never one its author can take."""
     if not (view.host_pid or view.daemon):
         return False
-    wide = len(policy.vendors) > 1 and any(node_wide(c, policy) is not None for c in view.containers)
-    if any(source(c, view, policy) is not None and (not wide or node_wide(c, policy) is None) for c in view.containers):
-        return False  # it asks the device plugin for GPUs: a workload, whatever it runs
+    others = len(policy.vendors) > 1  # only the other vendors have node-wide resources
+    wide = [others and node_wide(c, policy) is not None for c in view.containers]
+    if any(source(c, view, policy) is not None and not w for c, w in zip(view.containers, wide, strict=True)):
+        return False  # it asks the device plugin for GPUs (a node-wide resource aside): a workload
     return (
-        wide
+        any(wide)
         or pinned_to_gpu_nodes(view, policy)
         or any(
             c.image.startswith(policy.node_agent_images) or zero_request(c, policy) is not None for c in view.containers

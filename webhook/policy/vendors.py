@@ -40,8 +40,7 @@ class Vendor:
 
     key: str  # the config's vendors.<key> (NVIDIA: the top-level keys)
     name: str  # as messages and docs spell it
-    resource: str  # the whole-GPU resource a fix names
-    workload: tuple[str, ...]  # the resources a workload asks for, as a fix lists them
+    workload: tuple[str, ...]  # the resources a workload asks for, as a fix lists them (first: `resource`)
     domains: tuple[str, ...]  # resource-name prefixes only this vendor's plugins use
     devices: tuple[str, ...]  # device-plugin resources that are GPUs (whole cards, partitions, slots)
     shared: tuple[str, ...]  # of those, time-sliced/MPS slots (at most 1 per container)
@@ -60,11 +59,22 @@ class Vendor:
     runtime_classes: tuple[str, ...]  # runtime classes that give a pod every GPU
     probe: str  # what `verify` runs in its probe pods, and why that image
 
+    @property
+    def resource(self) -> str:
+        """The whole-GPU resource a fix names."""
+        return self.workload[0]
+
+
+# AMD's and Intel's device plugins hand out device nodes, not a variable: verify counts render nodes.
+RENDER_PROBE: Final = (
+    "the same probe pod (any image with sh and ls): it counts /dev/dri/renderD<N>, which the device plugin "
+    "mounts one per GPU under the host's name, and no variable"
+)
+
 
 NVIDIA: Final = Vendor(
     key="nvidia",
     name="NVIDIA",
-    resource="nvidia.com/gpu",
     workload=("nvidia.com/gpu",),
     domains=("nvidia.com/",),
     devices=(
@@ -122,7 +132,6 @@ NVIDIA: Final = Vendor(
 AMD: Final = Vendor(
     key="amd",
     name="AMD",
-    resource="amd.com/gpu",
     workload=("amd.com/gpu",),
     domains=("amd.com/",),
     # `-resource_naming_strategy mixed` names partitions <compute>_<memory> (cpx_nps4, spx_nps1).
@@ -156,14 +165,12 @@ AMD: Final = Vendor(
         "docker.io/rocm/device-metrics-exporter",
     ),
     runtime_classes=(),
-    probe="the same probe pod (any image with sh and ls): it counts /dev/dri/renderD<N>, which the device plugin "
-    "mounts one per GPU under the host's name, and no variable",
+    probe=RENDER_PROBE,
 )
 
 INTEL: Final = Vendor(
     key="intel",
     name="Intel",
-    resource="gpu.intel.com/i915",
     workload=("gpu.intel.com/i915", "gpu.intel.com/xe"),
     domains=("gpu.intel.com/", "intel.com/gpu"),
     # intel.com/gpu: the DRA driver chart's extendedResourceName (DRA extended resources, KEP-5004).
@@ -184,8 +191,7 @@ INTEL: Final = Vendor(
     agent_namespaces=("inteldeviceplugins-system",),
     agent_images=("intel/intel-gpu-plugin", "intel/intel-gpu-initcontainer", "intel/xpumanager"),
     runtime_classes=(),
-    probe="the same probe pod (any image with sh and ls): it counts /dev/dri/renderD<N>, which the device plugin "
-    "mounts one per GPU under the host's name, and no variable",
+    probe=RENDER_PROBE,
 )
 
 # Every vendor, NVIDIA first (its names are the top-level keys' defaults).
@@ -196,10 +202,6 @@ OTHERS: Final = (AMD, INTEL)
 OTHER_DOMAINS: Final = tuple(d for v in OTHERS for d in v.domains)
 # Their node agents' images: they reach GPUs through device files, which NVIDIA's void does not touch.
 OTHER_AGENT_IMAGES: Final = tuple(i for v in OTHERS for i in v.agent_images)
-
-
-def by_key(key: str) -> Vendor:
-    return next(v for v in VENDORS if v.key == key)
 
 
 def granting(name: str, vendors: tuple[Vendor, ...]) -> Vendor | None:

@@ -85,7 +85,7 @@ def _changes(view: PodView, policy: Policy, skip: Collection[str] = (), only_eph
         void = isolated(c, view, policy)
         if void:
             ops.append(append_env(c.pointer, c.has_env or imex, dict(VOID)))
-        if policy.amd_isolate and policy.isolate_non_gpu and vendor_isolated(c, AMD, policy):
+        if policy.amd_isolate and policy.isolate_non_gpu and vendor_isolated(c, AMD):
             ops.append(append_env(c.pointer, c.has_env or imex or void, dict(VOID_AMD)))
         if not void:
             continue

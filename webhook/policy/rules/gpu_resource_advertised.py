@@ -13,7 +13,7 @@ those nodes (or, if none offer a GPU, the cluster) do advertise. Silent without 
 from __future__ import annotations
 
 from ..objects import PodView
-from ..preflight import analyse, largest_container
+from ..preflight import Analysis, analyse, largest_container
 from ..rule import CLUSTER_VIEW, GPU_POD, Rule
 from ..types import Mode, Policy, Violation
 
@@ -44,7 +44,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
             if near
             else "request a resource the GPU nodes advertise, or select the nodes that advertise this one"
         )
-        vendor = _vendor_absent(resource, policy, found.offered(policy))
+        vendor = _vendor_absent(resource, policy, found)
         if vendor is not None:  # another vendor's GPU on a fleet without one: not a naming slip
             offer = f"no node offers {vendor} GPUs ({offer})"
             fix = f"run it on a cluster with {vendor} GPU nodes (or add them), or port it to the GPUs offered"
@@ -54,12 +54,12 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     return out
 
 
-def _vendor_absent(resource: str, policy: Policy, offered: list[str]) -> str | None:
+def _vendor_absent(resource: str, policy: Policy, found: Analysis) -> str | None:
     """The vendor's name when `resource` is one of another vendor's (AMD's, Intel's) and no node of
-    the cluster offers any resource of that vendor."""
+    the cluster offers any resource of that vendor (the cluster's resources read only then)."""
     for vendor in policy.vendors[1:]:
         if resource.startswith(vendor.domains):
-            return None if any(o.startswith(vendor.domains) for o in offered) else vendor.name
+            return None if any(o.startswith(vendor.domains) for o in found.offered(policy)) else vendor.name
     return None
 
 
