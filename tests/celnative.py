@@ -9,9 +9,18 @@ from pathlib import Path
 from typing import Any
 
 from tests.chart import find, render
-from webhook.offline.native import MutatingPolicy, environment, plain, request_of
+from webhook.offline.native import MutatingPolicy, ValidatingPolicy, environment, plain, request_of
 
-__all__ = ["MutatingPolicy", "compile_isolation", "environment", "plain", "program", "request"]
+__all__ = [
+    "MutatingPolicy",
+    "ValidatingPolicy",
+    "compile_isolation",
+    "compile_validations",
+    "environment",
+    "plain",
+    "program",
+    "request",
+]
 
 
 def program(env: Any, expression: str) -> Any:
@@ -30,6 +39,36 @@ def compile_isolation(values: dict[str, Any], tmp: Path) -> MutatingPolicy:
         [(v["name"], v["expression"]) for v in spec["variables"]],
         mutation["jsonPatch"]["expression"],
     )
+
+
+def compile_validations(
+    values: dict[str, Any], tmp: Path, release: str = "gpu-policy"
+) -> dict[str, tuple[ValidatingPolicy, list[str]]]:
+    """The chart's ValidatingAdmissionPolicies for these values (enforcement both, 1.36), by rule id,
+    each with its binding's validationActions."""
+    docs = render({"enforcement": "both", **values}, kube_version="1.36.0", tmp=tmp)
+    assert isinstance(docs, list)
+    actions = {
+        d["spec"]["policyName"]: d["spec"]["validationActions"]
+        for d in docs
+        if d["kind"] == "ValidatingAdmissionPolicyBinding"
+    }
+    out = {}
+    for d in docs:
+        if d["kind"] != "ValidatingAdmissionPolicy":
+            continue
+        name, spec = d["metadata"]["name"], d["spec"]
+        rule = name.removeprefix(f"{release}-")
+        out[rule] = (
+            ValidatingPolicy.compile(
+                rule,
+                [(c["name"], c["expression"]) for c in spec["matchConditions"]],
+                [(v["name"], v["expression"]) for v in spec["variables"]],
+                [(v["expression"], v["messageExpression"]) for v in spec["validations"]],
+            ),
+            actions[name],
+        )
+    return out
 
 
 def request(namespace: str = "ml", user: str = "alice", operation: str = "CREATE") -> dict[str, Any]:

@@ -171,7 +171,18 @@ def template_source() -> str:
         "rule's and mutation's triggers; tests/test_match_conditions.py proves these conditions send\n"
         "every pod the policy acts on.\n*/}}\n\n"
     )
-    pods = [(_rule_gate(r.id), clause(t)) for r in RULES for t in r.triggers]
+    # In enforcement native a rule with a CEL twin is the API server's alone: the webhook is sent
+    # only what the other rules could fire on (in both it judges everything, as a backup).
+    pods = [
+        (
+            _rule_gate(r.id)
+            if r.native is None
+            else f'and ({_rule_gate(r.id)}) (ne (include "gpu-policy.enforcement" .) "native")',
+            clause(t),
+        )
+        for r in RULES
+        for t in r.triggers
+    ]
     out = header
     gates = [_rule_gate(r.id) for r in RULES if r.watches_namespaces]
     watches = gates[0] if len(gates) == 1 else f"or {' '.join(f'({g})' for g in gates)}"

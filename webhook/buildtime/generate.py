@@ -267,7 +267,12 @@ def policy_doc_source(current: str) -> str:
     for m in MUTATIONS:
         where = "MutatingAdmissionPolicy (its CEL twin)" if m.native is not None else f"webhook only: {m.webhook_only}"
         rows.append(f"| {m.id} | {_cell(where)} |")  # plain ids: the reference tables above own the `id` rows
-    rows += [f"| {r.id} | webhook only: {_cell(r.webhook_only)} |" for r in ALL_RULES]
+    rows += [
+        f"| {r.id} | ValidatingAdmissionPolicy (its CEL twin) |"
+        if getattr(r, "native", None) is not None
+        else f"| {r.id} | webhook only: {_cell(r.webhook_only)} |"
+        for r in ALL_RULES
+    ]
     text = _md(text, "native", rows, source)
 
     text = _md(text, "vendors", vendor_rows(), source)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from ..policy.engine import DENY_PREFIX, WARN_PREFIX
+
 # What each @name@ of a twin is, in Helm over `$p` (.Values.policy): a CEL literal.
 VALUES: Final = {
     # Device resources, the GPU resource itself always among them, as [prefix, suffix, "*"] or
@@ -27,6 +29,10 @@ VALUES: Final = {
     "(list .Release.Namespace) | uniq))",
     "exemptUsernames": "(toJson $p.exemptUsernames)",
     "exemptServiceAccounts": "(toJson $p.exemptServiceAccounts)",
+    "amd": '(ternary "true" "false" $p.vendors.amd.enabled)',
+    "resourceName": "$p.gpuResourceName",
+    # A rule's message starts with its mode's words (engine.DENY_PREFIX / WARN_PREFIX), as a CEL string.
+    "prefix": f'(toJson (ternary "{DENY_PREFIX}" "{WARN_PREFIX}" (eq .mode "deny")))',
 }
 
 _PLACEHOLDER: Final = re.compile(r"@(\w+)@")
@@ -48,9 +54,48 @@ def _block(cel: str, indent: int) -> str:
     return "|-\n" + " " * indent + cel
 
 
+def _rules() -> str:
+    """Per rule with a twin, the body of its ValidatingAdmissionPolicy (matchConditions, variables,
+    validations), over a dict of Values, Release and its mode; and the list of their ids, which
+    templates/admissionpolicies.yaml ranges over."""
+    from ..policy import RULES
+    from ..policy.cel import EXEMPTIONS
+
+    twins = [r for r in RULES if r.native is not None]
+    out = (
+        "{{/* The rules with a CEL twin: each is a ValidatingAdmissionPolicy in enforcement both or native. */}}\n"
+        f'{{{{- define "gpu-policy.nativeRuleIds" -}}}}{" ".join(r.id for r in twins)}{{{{- end -}}}}\n\n'
+    )
+    for r in twins:
+        assert r.native is not None
+        lines = [
+            f"{{{{/* {r.id}, in the API server: the CEL twin in webhook/policy/rules. */}}}}",
+            f'{{{{- define "gpu-policy.native.{r.id}" -}}}}',
+            "{{- $p := .Values.policy -}}",
+            "matchConditions:",
+        ]
+        for name, cel in EXEMPTIONS:
+            lines += [f"  - name: {name}", f"    expression: {_block(helm(cel), 6)}"]
+        lines.append("variables:")
+        for name, cel in r.native.variables:
+            lines += [f"  - name: {name}", f"    expression: {_block(helm(cel), 6)}"]
+        lines.append("validations:")
+        for check in r.native.checks:
+            lines += [
+                f"  - expression: {_block(helm(check.expression), 6)}",
+                f"    messageExpression: {_block(helm(check.message), 6)}",
+                "    reason: Forbidden",
+            ]
+        lines += ["{{- end -}}", ""]
+        out += "\n".join(lines) + "\n"
+    return out
+
+
 def defines() -> str:
-    """The generated defines: the CEL name lists, and one MutatingAdmissionPolicy per twin."""
+    """The generated defines: the CEL name lists, one MutatingAdmissionPolicy per mutation's twin
+    and one ValidatingAdmissionPolicy per rule's."""
     from ..policy import MUTATIONS
+    from ..policy.cel import EXEMPTIONS
 
     out = (
         '{{/* A list of resource names as CEL: [[prefix, suffix, "*"] | [name, "", "="], ...]. */}}\n'
@@ -70,7 +115,7 @@ def defines() -> str:
             "{{- $p := .Values.policy -}}",
             "matchConditions:",
         ]
-        for name, cel in twin.conditions:
+        for name, cel in (*EXEMPTIONS, *twin.conditions):
             lines += [f"  - name: {name}", f"    expression: {_block(helm(cel), 6)}"]
         lines.append("variables:")
         for name, cel in twin.variables:
@@ -84,4 +129,4 @@ def defines() -> str:
             "",
         ]
         out += "\n".join(lines) + "\n"
-    return out
+    return out + _rules()

@@ -23,9 +23,12 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final
 
-from ..policy import Policy
+from ..policy import Mode, Policy
+from ..policy.cel import EXEMPTIONS
+from ..policy.engine import DENY_PREFIX, WARN_PREFIX
 from ..policy.quantity import parse_quantity
-from ..policy.rule import NativeMutation
+from ..policy.rule import NativeMutation, Rule
+from ..policy.vendors import AMD
 
 
 class CelMissing(RuntimeError):
@@ -51,11 +54,17 @@ VALUES: Final[dict[str, Callable[[Policy], str]]] = {
     "exemptNamespaces": lambda p: json.dumps(sorted(p.exempt_namespaces)),
     "exemptUsernames": lambda p: json.dumps(sorted(p.exempt_usernames)),
     "exemptServiceAccounts": lambda p: json.dumps(sorted(p.exempt_service_accounts)),
+    "amd": lambda p: "true" if AMD in p.vendors else "false",
+    "resourceName": lambda p: p.resource_name,
+    "prefix": lambda p: json.dumps(DENY_PREFIX),  # a rule's mode decides it: render(mode=...)
 }
 _PLACEHOLDER: Final = re.compile(r"@(\w+)@")
 
 
-def render(cel: str, policy: Policy) -> str:
+def render(cel: str, policy: Policy, mode: Mode = Mode.DENY) -> str:
+    """The twin's CEL with its values filled in; `mode` is the rule's (its message's first words)."""
+    if mode is not Mode.DENY:
+        cel = cel.replace("@prefix@", json.dumps(WARN_PREFIX))
     return _PLACEHOLDER.sub(lambda m: VALUES[m[1]](policy), cel)
 
 
@@ -155,7 +164,7 @@ class MutatingPolicy:
     @classmethod
     def of(cls, twin: NativeMutation, policy: Policy) -> MutatingPolicy:
         return cls.compile(
-            [(n, render(c, policy)) for n, c in twin.conditions],
+            [(n, render(c, policy)) for n, c in (*EXEMPTIONS, *twin.conditions)],
             [(n, render(c, policy)) for n, c in twin.variables],
             render(twin.patch, policy),
         )
@@ -194,6 +203,95 @@ class MutatingPolicy:
 
         ops = self.ops(obj, request, old)
         return jsonpatch.apply_patch(copy.deepcopy(obj), ops) if ops else copy.deepcopy(obj)
+
+
+def _program() -> Callable[[str], Any]:
+    env, functions = environment()
+    return lambda cel: env.program(env.compile(cel), functions=functions)
+
+
+def _activation(obj: dict[str, Any], request: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any]:
+    celpy = _celpy()
+    return {
+        "object": celpy.json_to_cel(typed(obj)),
+        "oldObject": celpy.json_to_cel(typed(old)) if old is not None else None,
+        "request": celpy.json_to_cel(request),
+    }
+
+
+@dataclass
+class ValidatingPolicy:
+    """One ValidatingAdmissionPolicy, compiled: its conditions, variables and validations
+    (expression, messageExpression)."""
+
+    name: str
+    conditions: list[tuple[str, Any]]
+    variables: list[tuple[str, Any]]
+    validations: list[tuple[Any, Any]]
+
+    @classmethod
+    def compile(
+        cls,
+        name: str,
+        conditions: list[tuple[str, str]],
+        variables: list[tuple[str, str]],
+        validations: list[tuple[str, str]],
+    ) -> ValidatingPolicy:
+        program = _program()
+        return cls(
+            name,
+            [(n, program(c)) for n, c in conditions],
+            [(n, program(c)) for n, c in variables],
+            [(program(e), program(m)) for e, m in validations],
+        )
+
+    @classmethod
+    def of(cls, rule: Rule, policy: Policy) -> ValidatingPolicy:
+        assert rule.native is not None
+        mode = policy.mode(rule.id)
+        return cls.compile(
+            rule.id,
+            [(n, render(c, policy)) for n, c in EXEMPTIONS],
+            [(n, render(c, policy)) for n, c in rule.native.variables],
+            [(render(c.expression, policy, mode), render(c.message, policy, mode)) for c in rule.native.checks],
+        )
+
+    def failures(self, obj: dict[str, Any], request: dict[str, Any], old: dict[str, Any] | None = None) -> list[str]:
+        """The messages of the validations `obj` fails, in order (the API server reports the first);
+        none when a matchCondition leaves it alone. Variables are evaluated as the API server
+        evaluates them, lazily: one that fails only matters where a validation reads it."""
+        celpy = _celpy()
+        from celpy import celtypes
+
+        activation = _activation(obj, request, old)
+        for name, condition in self.conditions:
+            result = condition.evaluate(activation)
+            if isinstance(result, celpy.CELEvalError):
+                raise CelFailed(f"{self.name}: matchCondition {name}: {result}")
+            if not result:
+                return []
+        variables: dict[Any, Any] = {}
+        for name, expression in self.variables:
+            activation["variables"] = celtypes.MapType(variables)
+            try:
+                variables[celtypes.StringType(name)] = expression.evaluate(activation)
+            except celpy.CELEvalError as exc:  # kept: an error only where it is read
+                variables[celtypes.StringType(name)] = exc
+        activation["variables"] = celtypes.MapType(variables)
+        out = []
+        for expression, message in self.validations:
+            try:
+                passed = expression.evaluate(activation)
+            except celpy.CELEvalError as exc:
+                raise CelFailed(f"{self.name}: a validation: {exc}") from exc
+            if isinstance(passed, celpy.CELEvalError):
+                raise CelFailed(f"{self.name}: a validation: {passed}")
+            if not passed:
+                try:
+                    out.append(str(message.evaluate(activation)))
+                except celpy.CELEvalError as exc:
+                    raise CelFailed(f"{self.name}: a messageExpression: {exc}") from exc
+        return out
 
 
 def request_of(namespace: str, user: str, operation: str = "CREATE", sub_resource: str = "") -> dict[str, Any]:

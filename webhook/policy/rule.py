@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from .cel import Check
 from .objects import PodView
 from .types import Changes, Mode, Policy, Violation
 
@@ -103,6 +104,18 @@ MutateFn = Callable[[PodView, Policy], Changes]
 
 
 @dataclass(frozen=True, slots=True)
+class NativeRule:
+    """A rule's CEL twin, which the chart renders as a ValidatingAdmissionPolicy the API server runs
+    in-process (webhook.buildtime.native): no replica to lose, so it holds through the webhook's
+    outage. Written beside the rule it mirrors, from the same constants (webhook.policy.cel);
+    tests/test_native.py proves it denies every pod the rule denies (it may deny more, never
+    less), with the rule's own sentence for a pod with one finding."""
+
+    variables: tuple[tuple[str, str], ...]  # (name, CEL), as variables.<name>
+    checks: tuple[Check, ...]  # every one holds for a pod the rule lets through
+
+
+@dataclass(frozen=True, slots=True)
 class Rule:
     """A validating rule over a pod spec (of a Pod, or of any pod template)."""
 
@@ -119,7 +132,9 @@ class Rule:
     # It reads namespaces from the cluster view: while it is on, the server watches them and the
     # chart grants list/watch on namespaces (webhook.buildtime.generate derives both from this flag).
     watches_namespaces: bool = False
-    # Why the API server cannot run it (enforcement both/native): NOT_YET, CLUSTER_VIEW, ... or its own.
+    # Its CEL twin, or None with `webhook_only` saying why the API server cannot run it
+    # (enforcement both/native): NOT_YET, CLUSTER_VIEW, ... or its own.
+    native: NativeRule | None = None
     webhook_only: str = NOT_YET
 
 

@@ -15,11 +15,9 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Final
 
+from ..cel import KAI_CONTAINER_NAME, LISTS, present
 from ..containers import Container
 from ..gpus import (
-    KAI_CONTAINER,
-    KAI_FRACTION,
-    KAI_MEMORY,
     is_companion,
     is_device,
     isolated,
@@ -167,16 +165,9 @@ def _cel_imex(c: str) -> str:
     )
 
 
-# The three container lists, as the webhook walks them (ContainerKind order), and whether only
-# containers the old pod lacked are patched (pods/ephemeralcontainers).
-_LISTS: Final = (("initContainers", False), ("containers", False), ("ephemeralContainers", True))
-
-
-def _present(field: str) -> str:
-    """The container list is there and a list: `containers` has no omitempty in the Go type, so a pod
-    without it reaches CEL as `containers: null`, which has() reports present (the real API server
-    then failed the policy with "no such overload: size" instead of leaving the pod to validation)."""
-    return f"(has(object.spec.{field}) && type(object.spec.{field}) == list)"
+# The three container lists, as the webhook walks them, and whether only containers the old pod
+# lacked are patched (pods/ephemeralcontainers).
+_LISTS: Final = tuple((kind.field, kind is ContainerKind.EPHEMERAL) for kind in LISTS)
 
 
 def _variables(field: str, new_only: bool) -> list[tuple[str, str]]:
@@ -186,7 +177,7 @@ def _variables(field: str, new_only: bool) -> list[tuple[str, str]]:
     chosen = "request.operation == 'CREATE'"
     if new_only:  # pods/ephemeralcontainers: only the containers the old pod did not have
         chosen = f"({chosen} || !(has(oldObject.spec.{field}) && oldObject.spec.{field}.exists(o, o.name == {c}.name)))"
-    each = f"({_present(field)} ? lists.range(size(object.spec.{field})) : [])"
+    each = f"({present(field)} ? lists.range(size(object.spec.{field})) : [])"
     return [
         (f"gpu{name}", f"{each}.filter(i, {chosen} && {_cel_gpu(c)})"),
         (f"void{name}", f"{each}.filter(i, {chosen} && !(i in variables.gpu{name}) && !{_cel_nothing(c)})"),
@@ -211,7 +202,7 @@ def _ops(field: str) -> str:
     return (
         # No env yet: one op creates it with what it needs (the webhook's first op creates it,
         # the second appends: the same list).
-        f"({_present(field)} ? lists.range(size(object.spec.{field}))"
+        f"({present(field)} ? lists.range(size(object.spec.{field}))"
         f".filter(i, !has({c}.env) && (i in {imex} || i in {void} || i in {amd}))"
         f".map(i, JSONPatch{{op: 'add', path: {at} + '/env', "
         f"value: (i in {imex} ? [{imex_entry}] : []) + (i in {void} ? [{void_entry}] : [])"
@@ -222,28 +213,9 @@ def _ops(field: str) -> str:
     )
 
 
-# KAI's fraction container (gpus.kai_pod, gpus.kai_container): named by its annotation, else the
-# first regular container; "" (no container's name) when the pod is not a KAI fraction pod.
-_KAI = (
-    "@kai@ && has(object.spec.schedulerName) && object.spec.schedulerName in @kaiSchedulers@ && "
-    f"has(object.metadata.annotations) && ('{KAI_FRACTION}' in object.metadata.annotations || "
-    f"'{KAI_MEMORY}' in object.metadata.annotations) ? "
-    f"(('{KAI_CONTAINER}' in object.metadata.annotations && object.metadata.annotations['{KAI_CONTAINER}'] != '') ? "
-    f"object.metadata.annotations['{KAI_CONTAINER}'] : object.spec.containers[0].name) : ''"
-)
-
 NATIVE: Final = NativeMutation(
-    conditions=(
-        # engine.exempt and decide._exempt: the exempt namespaces, users and service accounts.
-        ("not-exempt-namespace", "!(request.namespace in @exemptNamespaces@)"),
-        ("not-exempt-user", "!(request.userInfo.username in @exemptUsernames@)"),
-        (
-            "not-exempt-service-account",
-            "!((request.namespace + '/' + (has(object.spec.serviceAccountName) ? object.spec.serviceAccountName : "
-            "(has(object.spec.serviceAccount) ? object.spec.serviceAccount : 'default'))) in @exemptServiceAccounts@)",
-        ),
-    ),
-    variables=(("kaiContainer", _KAI), *(v for field, new in _LISTS for v in _variables(field, new))),
+    conditions=(),  # beyond cel.EXEMPTIONS, which every twin has
+    variables=(("kaiContainer", KAI_CONTAINER_NAME), *(v for field, new in _LISTS for v in _variables(field, new))),
     patch=" + ".join(_ops(field) for field, _new in _LISTS),
 )
 

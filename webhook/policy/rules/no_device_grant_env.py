@@ -15,14 +15,20 @@ variables give control of every MIG device of a GPU (the toolkit wants CAP_SYS_A
 
 from __future__ import annotations
 
-from ..nvidia import IMEX_CHANNELS, MIG_CONFIG, MIG_MONITOR, grants_devices
+from typing import Final
+
+from ..cel import EnvGrant, env_checks, lit, quoted
+from ..nvidia import IMEX_CHANNELS, MIG_CONFIG, MIG_MONITOR, NO_DEVICES, grants_devices
 from ..objects import PodView
 from ..quantity import describe
-from ..rule import Rule, Trigger, Where
+from ..rule import NativeRule, Rule, Trigger, Where
 from ..types import Policy, Violation
 
 ID = "no-device-grant-env"
 NAMES = (IMEX_CHANNELS, MIG_CONFIG, MIG_MONITOR)
+UNCOUNTED: Final = ", which hands out devices no scheduler counted"
+IMEX_FIX: Final = "remove the variable; IMEX channels come from a ComputeDomain claim of NVIDIA's DRA driver"
+MIG_FIX: Final = "remove the variable; MIG is configured by the GPU operator's MIG manager on the node"
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
@@ -36,17 +42,28 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
                     detail = f"sets {name} through valueFrom, which admission cannot check"
                     shown = "valueFrom"
                 elif grants_devices(entry.value):
-                    detail = f"sets {name}={describe(entry.value)}, which hands out devices no scheduler counted"
+                    detail = f"sets {name}={describe(entry.value)}{UNCOUNTED}"
                     shown = describe(entry.value)
                 else:
                     continue
-                fix = (
-                    "remove the variable; IMEX channels come from a ComputeDomain claim of NVIDIA's DRA driver"
-                    if name == IMEX_CHANNELS
-                    else "remove the variable; MIG is configured by the GPU operator's MIG manager on the node"
-                )
+                fix = IMEX_FIX if name == IMEX_CHANNELS else MIG_FIX
                 out.append(c.violation(ID, f"{c.env_field}[{entry.index}]", detail, fix, shown))
     return out
+
+
+# ---- The CEL twin (a ValidatingAdmissionPolicy): the same entries, the same words.
+def _family(names: tuple[str, ...], fix: str) -> EnvGrant:
+    return EnvGrant(
+        match=lambda n: "(" + " || ".join(f"{n} == '{name}'" for name in names) + ")",
+        allowed=NO_DEVICES,
+        detail=lambda n, v: f"'sets ' + {n} + '=' + {quoted(v)} + {lit(UNCOUNTED)}",
+        fix=lambda n: lit(fix),
+    )
+
+
+NATIVE: NativeRule = NativeRule(
+    *env_checks(ID, (_family((IMEX_CHANNELS,), IMEX_FIX), _family((MIG_CONFIG, MIG_MONITOR), MIG_FIX)))
+)
 
 
 RULE: Rule = Rule(
@@ -60,4 +77,6 @@ RULE: Rule = Rule(
     reads=("containers[*].env",),
     triggers=tuple(Trigger(Where.GRANTING_ENV, name) for name in NAMES),
     example={"spec": {"containers": [{"name": "t", "env": [{"name": IMEX_CHANNELS, "value": "0"}]}]}},
+    native=NATIVE,
+    webhook_only="",
 )

@@ -17,33 +17,40 @@ ignores: no GPU).
 
 from __future__ import annotations
 
+from typing import Final
+
+from ..cel import KAI_CONTAINER_NAME, KAI_POD, EnvGrant, env_checks, kai_entry, lit, quoted
 from ..containers import Container
 from ..gpus import kai_injected, kai_pod, resource_hint
-from ..nvidia import VISIBLE_DEVICES, grants_devices
+from ..nvidia import NO_DEVICES, VISIBLE_DEVICES, grants_devices
 from ..objects import PodView
 from ..quantity import describe
-from ..rule import Rule, Trigger, Where
+from ..rule import NativeRule, Rule, Trigger, Where
 from ..types import Policy, Violation
-from ..vendors import OTHERS, Vendor, granting
+from ..vendors import AMD, OTHERS, Vendor, granting
 
 ID = "no-visible-devices-env"
+_KAI_FIX: Final = (
+    "this is a KAI Scheduler GPU-sharing pod: the platform allows KAI's injected variable with "
+    "integrations.kai.enabled in gpu-policy's config"
+)
 
 
 def _fix(c: Container, view: PodView, policy: Policy) -> str:
     if kai_pod(view, policy) is not None and not policy.kai:
-        return (
-            "this is a KAI Scheduler GPU-sharing pod: the platform allows KAI's injected variable with "
-            "integrations.kai.enabled in gpu-policy's config"
-        )
-    hint = c.gpu_field or f'{c.resources_field}.limits["{resource_hint(c, view, policy)}"]'
-    return f"remove the variable and request GPUs with {hint}"
+        return _KAI_FIX
+    return _request(c.gpu_field or f'{c.resources_field}.limits["{resource_hint(c, view, policy)}"]')
 
 
 def _other_fix(c: Container, view: PodView, policy: Policy, vendor: Vendor) -> str:
     hint = resource_hint(c, view, policy)
     if not hint.startswith(vendor.domains):
         hint = vendor.resource
-    return f'remove the variable and request GPUs with {c.resources_field}.limits["{hint}"]'
+    return _request(f'{c.resources_field}.limits["{hint}"]')
+
+
+def _request(field: str) -> str:
+    return f"remove the variable and request GPUs with {field}"
 
 
 def _others(c: Container, view: PodView, policy: Policy, out: list[Violation]) -> None:
@@ -91,6 +98,46 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     return out
 
 
+# ---- The CEL twin (a ValidatingAdmissionPolicy): the same entries denied with the same words, the
+# fix naming the configured resource (the Python names the container's own, where it has one).
+_PLUGIN = 'resources.limits["@resourceName@"]'
+
+
+def _amd(n: str) -> str:
+    """vendors.granting for AMD, in CEL over the name `n`, while AMD is on."""
+    names = [
+        *(f"{n} == '{name}'" for name in AMD.grant_env),
+        *(f"{n}.startsWith('{p}')" for p in AMD.grant_env_prefixes),
+    ]
+    return "(@amd@ && (" + " || ".join(names) + "))"
+
+
+NATIVE: NativeRule = NativeRule(
+    *env_checks(
+        ID,
+        (
+            EnvGrant(
+                match=lambda n: f"{n} == '{VISIBLE_DEVICES}'",
+                allowed=NO_DEVICES,
+                detail=lambda n, v: f"'sets ' + {n} + '=' + {quoted(v)} + ', which bypasses the device plugin'",
+                fix=lambda n: f"(variables.kaiPod && !@kai@) ? {lit(_KAI_FIX)} : {lit(_request(_PLUGIN))}",
+                exempt=kai_entry,
+            ),
+            EnvGrant(
+                match=_amd,
+                allowed=AMD.no_devices,
+                detail=lambda n, v: (
+                    f"'sets ' + {n} + '=' + {quoted(v)} + ', which bypasses the device plugin: "
+                    f"the {AMD.name} container runtime adds those GPUs'"
+                ),
+                fix=lambda n: lit(_request(f'resources.limits["{AMD.resource}"]')),
+            ),
+        ),
+        (("kaiContainer", KAI_CONTAINER_NAME), ("kaiPod", KAI_POD)),
+    )
+)
+
+
 RULE: Rule = Rule(
     id=ID,
     check=check,
@@ -111,4 +158,6 @@ RULE: Rule = Rule(
         *(Trigger(Where.GRANTING_ENV_PREFIX, prefix) for v in OTHERS for prefix in v.grant_env_prefixes),
     ),
     example={"spec": {"containers": [{"name": "t", "env": [{"name": VISIBLE_DEVICES, "value": "all"}]}]}},
+    native=NATIVE,
+    webhook_only="",
 )

@@ -1,0 +1,257 @@
+"""Issue 35: the rules with a CEL twin as ValidatingAdmissionPolicies, and their agreement with the webhook.
+
+The chart renders each twin (webhook/policy/rules, rule.NativeRule) as a ValidatingAdmissionPolicy
+and a binding whose action is the rule's mode, when `enforcement` is both or native. cel-python
+evaluates them as the API server does (tests/celnative.py), on the pod as the mutating stage left
+it (the webhook's own patch applied, which the MutatingAdmissionPolicy equals: tests/test_native.py).
+For every corpus pod, the edge shapes below and the adversary property's generated pods, a twin
+fails exactly when its rule finds a violation, and for a pod with one finding it says the
+webhook's sentence. tests/test_real_apiserver.py runs the same policies in a real API server.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, ClassVar
+
+import jsonpatch
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from tests.apiserver import ApiServer
+from tests.celnative import ValidatingPolicy, compile_validations, request
+from tests.chart import find, render
+from tests.helpers import container, corpus, pod
+from tests.test_adversary import pods as adversary_pods
+from webhook.admission import mutate, validate
+from webhook.admission.review import parse
+from webhook.config import from_mapping
+from webhook.policy import ALL_RULES, Mode
+
+TWINS = sorted(r.id for r in ALL_RULES if getattr(r, "native", None) is not None)
+Compiled = dict[str, tuple[ValidatingPolicy, list[str]]]
+
+
+class Cache:
+    """Rendered and compiled once per config (kept out of Hypothesis' arguments)."""
+
+    by_config: ClassVar[dict[str, Compiled]] = {}
+
+
+def twins(config: dict[str, Any], tmp: Path) -> Compiled:
+    key = repr(sorted(config.items()))
+    if key not in Cache.by_config:
+        Cache.by_config[key] = compile_validations({"policy": config} if config else {}, tmp)
+    return Cache.by_config[key]
+
+
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory: pytest.TempPathFactory) -> Compiled:
+    return twins({}, tmp_path_factory.mktemp("vap"))
+
+
+def through_the_webhook(obj: dict[str, Any], config: dict[str, Any], namespace: str, user: str) -> tuple[Any, Any]:
+    """The pod as the validating stage sees it (the webhook's /mutate patch applied), and the
+    webhook's /validate outcome for it."""
+    policy = from_mapping({"clusterVersion": "1.36", **config}, environ={}).policy
+    patched = mutate(parse(ApiServer.build(obj, namespace=namespace, user=user)), policy)
+    stored = jsonpatch.apply_patch(copy.deepcopy(obj), list(patched.ops))
+    return stored, validate(parse(ApiServer.build(stored, namespace=namespace, user=user)), policy)
+
+
+def agree(compiled: Compiled, obj: dict[str, Any], config: dict[str, Any] | None = None, **kw: Any) -> set[str]:
+    """The twins fail exactly where their rules find violations; one finding, one sentence.
+    Returns the rules that fired."""
+    namespace = kw.get("namespace") or obj.get("metadata", {}).get("namespace") or "ml"
+    user = kw.get("user", "alice")
+    stored, outcome = through_the_webhook(obj, config or {}, namespace, user)
+    found = [v for vs in outcome.verdict.by_mode.values() for v in vs] if outcome.verdict else []
+    webhook = {v.rule for v in found if v.rule in compiled}
+    failures = {rule: vap.failures(stored, request(namespace, user)) for rule, (vap, _actions) in compiled.items()}
+    native = {rule for rule, messages in failures.items() if messages}
+    assert native == webhook, (obj, failures, [v.describe() for v in found])
+    denied = outcome.verdict.of(Mode.DENY) if outcome.verdict else []
+    if len(denied) == 1 and denied[0].rule in compiled:
+        assert failures[denied[0].rule][0] == outcome.message, obj
+    return native
+
+
+def test_every_rule_with_a_twin_is_installed_with_its_action(shipped: Compiled) -> None:
+    assert TWINS and sorted(shipped) == TWINS
+    assert all(actions == ["Deny"] for _vap, actions in shipped.values())
+
+
+@pytest.mark.parametrize("rule", TWINS)
+def test_each_twin_says_what_its_rule_says_for_the_rule_example(rule: str, shipped: Compiled) -> None:
+    """The README's example of each rule: the same sentence from the API server as from the webhook."""
+    (r,) = [r for r in ALL_RULES if r.id == rule]
+    example = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "example", "namespace": "ml"}, **r.example}
+    assert agree(shipped, example) == {rule}
+
+
+def test_every_corpus_pod_is_judged_as_the_webhook_judges_it(shipped: Compiled) -> None:
+    compared = fired = 0
+    for obj in corpus().values():
+        if obj.get("kind") != "Pod":
+            continue
+        fired += bool(agree(shipped, obj))
+        compared += 1
+    assert compared >= 20 and fired >= 3, (compared, fired)
+
+
+NVD = "NVIDIA_VISIBLE_DEVICES"
+
+
+def env(name: str, value: str | None = None, **source: Any) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": name}
+    if value is not None:
+        entry["value"] = value
+    if source:
+        entry["valueFrom"] = source
+    return entry
+
+
+FIELD = {"fieldRef": {"fieldPath": "metadata.name"}}
+EDGE = {
+    "all": pod(container(env=[env(NVD, "all")])),
+    "void": pod(container(env=[env(NVD, "void")])),
+    "empty": pod(container(env=[env(NVD, "")])),
+    "space-void": pod(container(env=[env(NVD, " void")])),
+    "None-case": pod(container(env=[env(NVD, "None")])),
+    "none-comma-all": pod(container(env=[env(NVD, "none,all")])),
+    "control-char": pod(container(env=[env(NVD, "void\x1c")])),
+    "value-from": pod(container(env=[env(NVD, **FIELD)])),
+    "void-then-all": pod(container(env=[env(NVD, "void"), env(NVD, "all")])),
+    "gpu-container-all": pod(container(gpu="1", env=[env(NVD, "all")])),
+    "lower-case-name": pod(container(env=[env("nvidia_visible_devices", "all")])),
+    "init": pod(container(), initContainers=[container("i", env=[env("X", "1"), env(NVD, "0")])]),
+    "ephemeral": pod(container(), ephemeralContainers=[container("d", env=[env(NVD, "all")])]),
+    "second-container": pod(container("a"), container("b", env=[env("A", "1"), env(NVD, "GPU-1")])),
+    "amd": pod(container(env=[env("AMD_VISIBLE_DEVICES", "0")])),
+    "amd-none": pod(container(env=[env("AMD_VISIBLE_DEVICES", "none")])),
+    "docker-resource": pod(container(env=[env("DOCKER_RESOURCE_GPU", "all")])),
+    "docker-resource-from": pod(container(env=[env("DOCKER_RESOURCE_X", **FIELD)])),
+    "imex": pod(container(env=[env("NVIDIA_IMEX_CHANNELS", "0")])),
+    "imex-void": pod(container(env=[env("NVIDIA_IMEX_CHANNELS", "void")])),
+    "mig-config": pod(container(env=[env("NVIDIA_MIG_CONFIG_DEVICES", "all")])),
+    "mig-monitor-from": pod(container(env=[env("NVIDIA_MIG_MONITOR_DEVICES", **FIELD)])),
+    "both-rules": pod(container(env=[env("NVIDIA_MIG_CONFIG_DEVICES", "all"), env(NVD, "all")])),
+    "no-containers-key": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}, "spec": {}},
+}
+
+
+@pytest.mark.parametrize("name", list(EDGE))
+def test_edge_shapes(name: str, shipped: Compiled) -> None:
+    agree(shipped, EDGE[name])
+
+
+def kai_pod(ref: str, prefix: str | None = "p-abc", container_name: str = "") -> dict[str, Any]:
+    """KAI Scheduler's fraction pod as its webhook leaves it: the configMapKeyRef it injects."""
+    obj = pod(
+        container("a", env=[env(NVD, configMapKeyRef={"name": ref, "key": NVD})]),
+        container("b"),
+        schedulerName="kai-scheduler",
+    )
+    obj["metadata"]["annotations"] = {"gpu-fraction": "0.5"}
+    if prefix is not None:
+        obj["metadata"]["annotations"]["runai/shared-gpu-configmap"] = prefix
+    if container_name:
+        obj["metadata"]["annotations"]["gpu-fraction-container-name"] = container_name
+    return obj
+
+
+@pytest.mark.parametrize("kai", [False, True])
+def test_kai_injected_entry_as_the_integration_says(kai: bool, tmp_path: Path) -> None:
+    config = {"integrations": {"kai": {"enabled": True}}} if kai else {}
+    compiled = twins(config, tmp_path)
+    cases = [
+        kai_pod("p-abc-0"),  # the entry KAI's webhook injects
+        kai_pod("p-abc-1"),  # another container's ConfigMap
+        kai_pod("p-abc-0", prefix=None),
+        kai_pod("p-abc-0", prefix=""),
+        kai_pod("p-abc-0", container_name="b"),  # the annotation names another container
+    ]
+    fired = [agree(compiled, obj, config) for obj in cases]
+    assert (fired[0] == set()) is kai  # allowed only with the integration on
+    assert all(f == {"no-visible-devices-env"} for f in fired[1:])
+
+
+@pytest.mark.parametrize(
+    ("config", "namespace", "user"),
+    [
+        ({"exemptNamespaces": ["research"]}, "research", "alice"),
+        ({"exemptUsernames": ["system:serviceaccount:ci:deployer"]}, "ml", "system:serviceaccount:ci:deployer"),
+        ({"exemptServiceAccounts": ["ml/dcgm"]}, "ml", "alice"),
+        ({"vendors": {"amd": {"enabled": False}}}, "ml", "alice"),
+        ({"rules": {"no-visible-devices-env": "warn"}}, "ml", "alice"),
+    ],
+)
+def test_exemptions_and_switches_as_the_config_says(
+    config: dict[str, Any], namespace: str, user: str, tmp_path: Path
+) -> None:
+    compiled = twins(config, tmp_path)
+    fleet = pod(
+        container("a", env=[env(NVD, "all"), env("AMD_VISIBLE_DEVICES", "1")]),
+        container("b", env=[env("DOCKER_RESOURCE_GPU", "0")]),
+        namespace=namespace,
+        serviceAccountName="dcgm",
+    )
+    agree(compiled, fleet, config, namespace=namespace, user=user)
+    amd_only = pod(container("a", env=[env("AMD_VISIBLE_DEVICES", "1")]), namespace=namespace)
+    agree(compiled, amd_only, config, namespace=namespace, user=user)
+
+
+def test_modes_become_binding_actions_and_words(tmp_path: Path) -> None:
+    modes = {"no-visible-devices-env": "warn", "no-device-grant-env": "audit"}
+    compiled = twins({"rules": modes}, tmp_path)
+    assert compiled["no-visible-devices-env"][1] == ["Warn"]
+    assert compiled["no-device-grant-env"][1] == ["Audit"]
+    vap = compiled["no-visible-devices-env"][0]
+    (message,) = vap.failures(EDGE["all"], request())
+    assert message.startswith("would violate GPU policy: no-visible-devices-env (container")
+    off = twins({"rules": {"no-visible-devices-env": "off"}}, tmp_path)
+    assert "no-visible-devices-env" not in off and "no-device-grant-env" in off
+
+
+def test_enforcement_webhook_installs_no_validating_policy(tmp_path: Path) -> None:
+    docs = render({"enforcement": "webhook"}, kube_version="1.36.0", tmp=tmp_path)
+    assert isinstance(docs, list)
+    assert not [d for d in docs if d["kind"].startswith("ValidatingAdmissionPolicy")]
+
+
+def test_native_leaves_the_twinned_rules_out_of_the_pods_webhook(tmp_path: Path) -> None:
+    """In enforcement native the API server alone judges a twinned rule: a pod only it could
+    fire on is not sent to the webhook (in both, the webhook backs it up)."""
+    conditions = {}
+    for enforcement in ("both", "native"):
+        docs = render({"enforcement": enforcement}, kube_version="1.36.0", tmp=tmp_path)
+        assert isinstance(docs, list)
+        hooks = find(docs, "ValidatingWebhookConfiguration")["webhooks"]
+        (pods,) = [h for h in hooks if h["name"] == "pods.validate.gpu-policy.io"]
+        conditions[enforcement] = pods["matchConditions"][0]["expression"]
+    for name in ("NVIDIA_IMEX_CHANNELS", "DOCKER_RESOURCE_", "e.name == 'NVIDIA_VISIBLE_DEVICES'"):
+        assert name in conditions["both"] and name not in conditions["native"], name
+    assert "nvidia.com/gpu" in conditions["native"] or "contains('/')" in conditions["native"]
+
+
+class Seen:
+    compared = 0
+    fired = 0
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+@given(obj=adversary_pods())
+def _agreement(obj: dict[str, Any]) -> None:
+    compiled = next(iter(Cache.by_config.values()))
+    Seen.fired += bool(agree(compiled, obj))
+    Seen.compared += 1
+
+
+def test_the_adversary_property_pods_are_judged_alike(shipped: Compiled) -> None:
+    """The adversary property's grammar (tests/test_adversary.py): control characters, `$(…)`,
+    duplicates, valueFrom, envFrom prefixes, init and ephemeral containers."""
+    Cache.by_config = {"": shipped}
+    _agreement()
+    print(f"\nadversary pods: {Seen.compared} compared, {Seen.fired} denied by both alike")
+    assert Seen.compared >= 300 and Seen.fired > 50

@@ -1,0 +1,181 @@
+"""The CEL vocabulary the native twins are written in (rule.NativeRule, rule.NativeMutation).
+
+A twin is a rule or mutation said again in CEL, for the API server to run in-process as a
+ValidatingAdmissionPolicy or MutatingAdmissionPolicy (enforcement both or native): it holds
+when no webhook replica answers. Twins are built from the same constants as the Python they
+mirror (names, no-device literals, message words), so the two cannot drift apart in their data;
+tests/test_native.py proves they agree pod by pod. Everything here is plain string building,
+run once at import.
+
+CEL sees the pod the way the API server shows it: decoded into the typed Pod first, so an
+omitted field, a JSON null and (for EnvVar.value, `omitempty`) an empty string are all absent
+to `has()`. `@name@` marks a value filled in at render time (webhook.buildtime.native.VALUES,
+from the chart's values; webhook.offline.native.VALUES, from a Policy), so no policy needs a
+parameter object.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Final
+
+from .gpus import KAI_CONFIG_MAP, KAI_CONTAINER, KAI_FRACTION, KAI_MEMORY
+from .nvidia import VISIBLE_DEVICES
+from .types import ContainerKind
+
+# The three container lists, in the order the webhook walks them (ContainerKind order).
+LISTS: Final = tuple(kind for kind in ContainerKind)
+
+# engine.exempt and decide._exempt, as match conditions: the exempt namespaces, users and service
+# accounts (the same three a Pod Security Admission configuration has).
+EXEMPTIONS: Final = (
+    ("not-exempt-namespace", "!(request.namespace in @exemptNamespaces@)"),
+    ("not-exempt-user", "!(request.userInfo.username in @exemptUsernames@)"),
+    (
+        "not-exempt-service-account",
+        "!((request.namespace + '/' + (has(object.spec.serviceAccountName) ? object.spec.serviceAccountName : "
+        "(has(object.spec.serviceAccount) ? object.spec.serviceAccount : 'default'))) in @exemptServiceAccounts@)",
+    ),
+)
+
+
+# gpus.kai_pod: the pod asks KAI Scheduler for a share of a GPU (whether or not the integration is on).
+KAI_POD: Final = (
+    "(has(object.spec.schedulerName) && object.spec.schedulerName in @kaiSchedulers@ && "
+    f"has(object.metadata.annotations) && ('{KAI_FRACTION}' in object.metadata.annotations || "
+    f"'{KAI_MEMORY}' in object.metadata.annotations))"
+)
+
+# gpus.kai_container with the integration on: the fraction container's name (its annotation's, else
+# the first regular container's), or "" (no container's name) when that does not apply.
+KAI_CONTAINER_NAME: Final = (
+    f"@kai@ && {KAI_POD} ? "
+    f"(('{KAI_CONTAINER}' in object.metadata.annotations && object.metadata.annotations['{KAI_CONTAINER}'] != '') ? "
+    f"object.metadata.annotations['{KAI_CONTAINER}'] : object.spec.containers[0].name) : ''"
+)
+
+
+def kai_entry(e: str, c: str, kind: ContainerKind, i: str) -> str:
+    """gpus.kai_injected: env entry `e` of container `c` (index `i` of its list) is the
+    NVIDIA_VISIBLE_DEVICES KAI's webhook gives the fraction container: a configMapKeyRef to
+    `<prefix>-<index>` (`-i<index>` for an init container), the prefix KAI's annotation. Needs
+    the variable kaiContainer (KAI_CONTAINER_NAME)."""
+    prefix = f"object.metadata.annotations['{KAI_CONFIG_MAP}']"
+    index = f"'i' + string({i})" if kind is ContainerKind.INIT else f"string({i})"
+    return (
+        f"({c}.name == variables.kaiContainer && has({e}.valueFrom) && has({e}.valueFrom.configMapKeyRef) && "
+        f"{e}.valueFrom.configMapKeyRef.key == '{VISIBLE_DEVICES}' && "
+        f"'{KAI_CONFIG_MAP}' in object.metadata.annotations && {prefix} != '' && "
+        f"{e}.valueFrom.configMapKeyRef.name == {prefix} + '-' + {index})"
+    )
+
+
+def present(field: str) -> str:
+    """The container list is there and a list: `containers` has no omitempty in the Go type, so a pod
+    without it reaches CEL as `containers: null`, which has() reports present (the real API server
+    then failed the policy with "no such overload: size" instead of leaving the pod to validation)."""
+    return f"(has(object.spec.{field}) && type(object.spec.{field}) == list)"
+
+
+def lit(text: str) -> str:
+    """`text` as a CEL string literal: a JSON string is one (double quotes, the same escapes)."""
+    return json.dumps(text)
+
+
+def literals(values: Iterable[str]) -> str:
+    """A CEL list literal of strings, sorted (a set's order must not change the generated text)."""
+    return "[" + ", ".join(lit(v) for v in sorted(values)) + "]"
+
+
+def grants(e: str, allowed: Iterable[str]) -> str:
+    """Env entry `e` may grant devices: valueFrom (unknown at admission), or a value other than
+    exactly one of `allowed` (an absent value is the empty string, which every list allows)."""
+    return f"(has({e}.valueFrom) || (has({e}.value) && !({e}.value in {literals(allowed)})))"
+
+
+@dataclass(frozen=True, slots=True)
+class EnvGrant:
+    """A family of env variables a rule denies when they may grant devices: which names (`match`,
+    CEL over the name `n`), the values that grant nothing, and the message's words. `detail` and
+    `fix` are CEL string expressions over `n` (the name) and `v` (the value, quoted as
+    quantity.describe quotes a string); they say what the Python
+    rule says, so a pod with one finding gets the same sentence from either."""
+
+    match: Callable[[str], str]
+    allowed: frozenset[str]
+    detail: Callable[[str, str], str]  # (n, v) -> CEL string: what the value does
+    fix: Callable[[str], str]  # n -> CEL string: what to do instead
+    # (e, c, kind, i) -> CEL: entry e of container c (index i of its kind's list) is allowed anyway
+    exempt: Callable[[str, str, ContainerKind, str], str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One validation: `expression` is true when the pod passes; `message` is the CEL of the
+    sentence for its first finding (`@prefix@`: the mode's words, "violates GPU policy: " or
+    "would violate GPU policy: ")."""
+
+    expression: str
+    message: str
+
+
+def _name(kind: ContainerKind) -> str:
+    return kind.field[0].upper() + kind.field[1:]
+
+
+def env_checks(
+    rule: str, families: tuple[EnvGrant, ...], variables: tuple[tuple[str, str], ...] = ()
+) -> tuple[tuple[tuple[str, str], ...], tuple[Check, ...]]:
+    """A rule over env entries: no entry of any of the `families` may grant devices. Per container
+    list, a variable holds [container, entry] index pairs of the containers with such an entry
+    (the first entry of each) and one validation wants it empty; its message names the first,
+    as `Container.violation` does: `rule (container "name": spec.containers[i].env[j] detail;
+    fix: ...)`. (Variables are evaluated lazily, only where a check or message reads them.)"""
+
+    def bad(e: str, c: str, kind: ContainerKind, i: str) -> str:
+        return (
+            "("
+            + " || ".join(
+                f"({g.match(f'{e}.name')} && {grants(e, g.allowed)}"
+                + (f" && !{g.exempt(e, c, kind, i)})" if g.exempt else ")")
+                for g in families
+            )
+            + ")"
+        )
+
+    out, checks = list(variables), []
+    for kind in LISTS:
+        items, name = f"object.spec.{kind.field}", _name(kind)
+        c = f"{items}[i]"
+        out.append(
+            (
+                f"bad{name}",
+                f"{present(kind.field)} ? lists.range(size({items})).filter(i, has({c}.env) && "
+                f"{c}.env.exists(e, {bad('e', c, kind, 'i')}))"
+                f".map(i, [i, lists.range(size({c}.env)).filter(j, {bad(f'{c}.env[j]', c, kind, 'i')})[0]]) : []",
+            )
+        )
+        first = f"variables.bad{name}[0]"
+        out.append((f"entry{name}", f"{items}[{first}[0]].env[{first}[1]]"))
+        e = f"variables.entry{name}"
+        at = f"'spec.{kind.field}[' + string({first}[0]) + ']'"
+        value = f"(has({e}.value) ? {e}.value : '')"
+        words = " : ".join(
+            f"{g.match(f'{e}.name')} ? (has({e}.valueFrom) ? ('sets ' + {e}.name + "
+            f"' through valueFrom, which admission cannot check') : ({g.detail(f'{e}.name', value)}))"
+            for g in families
+        )
+        fixes = " : ".join(f"{g.match(f'{e}.name')} ? ({g.fix(f'{e}.name')})" for g in families)
+        message = (
+            f"@prefix@ + {lit(rule + ' (' + kind.label + ' ' + chr(34))} + {items}[{first}[0]].name + '\": ' + {at} "
+            f"+ '.env[' + string({first}[1]) + '] ' + ({words} : '') + '; fix: ' + ({fixes} : '') + ')'"
+        )
+        checks.append(Check(f"size(variables.bad{name}) == 0", message))
+    return tuple(out), tuple(checks)
+
+
+def quoted(v: str) -> str:
+    """quantity.describe of a string value, in CEL."""
+    return f"'\"' + {v} + '\"'"
