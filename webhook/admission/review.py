@@ -94,6 +94,13 @@ class Request:
         self.user = user
         self.dry_run = dry_run
 
+    def with_object(self, obj: Any) -> Request:
+        """The same request for another object (the pod as a mutating stage left it)."""
+        return Request(
+            self.api_version, self.uid, self.group, self.kind, self.operation, self.sub_resource,
+            self.namespace, self.name, obj, self.old_object, self.user, self.dry_run,
+        )  # fmt: skip
+
 
 def _text(request: dict[str, Any], key: str, *, required: bool = False) -> str:
     """A string field of the request ("" when absent or null, unless required)."""

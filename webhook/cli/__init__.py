@@ -140,14 +140,15 @@ def parser() -> argparse.ArgumentParser:
             "--release-namespace", default="gpu-policy", help="with --values: the chart's namespace (always exempt)"
         )
         c.add_argument("--cluster-version", help="cluster version for version-gated mutations (e.g. 1.27)")
-        if name == "mutate":
-            c.add_argument(
-                "--engine",
-                choices=["webhook", "cel"],
-                default="webhook",
-                help="cel: isolation as the API server's MutatingAdmissionPolicy does it (enforcement both or "
-                "native; needs cel-python), the rest as the webhook",
-            )
+        c.add_argument(
+            "--engine",
+            choices=["webhook", "cel"],
+            default="webhook",
+            help="cel: as the API server does it in enforcement native (needs cel-python): the policies' CEL "
+            "twins (isolation's MutatingAdmissionPolicy"
+            + (", the rules' ValidatingAdmissionPolicies" if name == "check" else "")
+            + "), the webhook for the rest",
+        )
         c.add_argument(
             "-n",
             "--namespace",

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
 from typing import Any
 
 import jsonpatch
@@ -18,12 +17,10 @@ import yaml
 
 from .. import admission, package_version
 from ..admission import Decision
-from ..admission.review import Request
 from ..offline import reports
 from ..offline.manifests import InputError, NamespaceMismatch, not_a_manifest, read, review_request
-from ..offline.native import CelFailed, CelMissing, MutatingPolicy, request_of
+from ..offline.native import CelFailed, CelMissing, Native
 from ..offline.reports import EXIT_DENIED, EXIT_INPUT, EXIT_OK, Result
-from ..policy import MUTATIONS
 from .settings import chart_view, from_args
 
 
@@ -51,6 +48,13 @@ def check(args: argparse.Namespace) -> int:
         except ClusterError as exc:
             print(f"gpu-policy check --cluster: {exc}", file=sys.stderr)
             return EXIT_INPUT
+    native = None
+    if args.engine == "cel":
+        try:
+            native = Native.of(policy)
+        except CelMissing as exc:
+            print(f"ERROR {exc}", file=sys.stderr)
+            return EXIT_INPUT
     results: list[Result] = []
     for doc in read(paths):
         if args.manifests_only and not_a_manifest(doc):
@@ -67,7 +71,10 @@ def check(args: argparse.Namespace) -> int:
             results.append(Result(doc.where, error="kind: is required"))
             continue
         unsent = chart.not_sent(req.group, req.kind) if chart is not None else None
-        outcome = admission.Outcome(Decision.SKIPPED, reason=unsent) if unsent else admission.validate(req, policy)
+        if unsent:
+            outcome = admission.Outcome(Decision.SKIPPED, reason=unsent)
+        else:
+            outcome = native.validate(req) if native is not None else admission.validate(req, policy)
         results.append(
             Result(doc.where, req.kind, req.namespace, req.name, outcome, "", doc.source, doc.line, doc.line_of)
         )
@@ -93,16 +100,15 @@ def mutate(args: argparse.Namespace) -> int:
     policy = from_args(args, chart).policy
     # --engine cel: the native policies first (the API server runs MutatingAdmissionPolicy before
     # the webhooks), compiled once, then the webhook's mutations that CEL does not carry.
-    native: list[MutatingPolicy] = []
+    native = None
     webhook_policy = policy
     if args.engine == "cel":
         try:
-            native = [MutatingPolicy.of(m.native, policy) for m in MUTATIONS if m.native and m.enabled(policy)]
+            native = Native.of(policy)
         except CelMissing as exc:
             print(f"ERROR {exc}", file=sys.stderr)
             return EXIT_INPUT
-        if native:  # isolate-non-gpu is the one mutation with a twin (test_registry holds it)
-            webhook_policy = replace(policy, isolate_non_gpu=False)
+        webhook_policy = native.webhook
     out: list[Any] = []
     code = EXIT_OK
     for doc in read(paths):
@@ -120,15 +126,14 @@ def mutate(args: argparse.Namespace) -> int:
             out.append(doc.obj)
             continue
         obj = doc.obj
-        if native and req.kind == "Pod" and not req.group:
+        if native is not None and req.kind == "Pod" and not req.group:
             try:
-                for compiled in native:
-                    obj = compiled.apply(obj, request_of(req.namespace, req.user, req.operation))
+                obj = native.admit(obj, req.namespace, req.user, req.operation)
             except CelFailed as exc:  # the API server (failurePolicy Fail) would refuse it
                 print(f"DENY  {doc.where}: a native policy failed, so the API server would refuse it: {exc}")
                 code = EXIT_DENIED
                 continue
-            req = _with_object(req, obj)
+            req = req.with_object(obj)
         outcome = admission.mutate(req, webhook_policy)
         if outcome.decision is Decision.MALFORMED:
             print(f"ERROR {doc.where}: {outcome.message}", file=sys.stderr)
@@ -148,19 +153,17 @@ def mutate(args: argparse.Namespace) -> int:
         patched = jsonpatch.apply_patch(obj, outcome.ops) if outcome.ops else obj
         out.append(patched)
         # The API server calls the validating webhook after the mutating one: say so if it would refuse.
-        after = admission.validate(_with_object(req, patched), policy)
+        if native is not None:
+            after = native.validate(req.with_object(patched))
+            refuser = "the API server" if req.kind == "Pod" and not req.group else "the validating webhook"
+        else:
+            after = admission.validate(req.with_object(patched), policy)
+            refuser = "the validating webhook"
         if not after.allowed:
-            print(f"DENY  {label}: the validating webhook would still refuse it: {after.message}", file=sys.stderr)
+            print(f"DENY  {label}: {refuser} would still refuse it: {after.message}", file=sys.stderr)
     if args.output == "json":
         json.dump(out if len(out) != 1 else out[0], sys.stdout, indent=2)
         print()
     else:
         yaml.safe_dump_all(out, sys.stdout, sort_keys=False)
     return code
-
-
-def _with_object(req: Request, obj: Any) -> Request:
-    return Request(
-        req.api_version, req.uid, req.group, req.kind, req.operation, req.sub_resource,
-        req.namespace, req.name, obj, req.old_object, req.user, req.dry_run,
-    )  # fmt: skip

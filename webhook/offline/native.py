@@ -19,11 +19,13 @@ import json
 import logging
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any, Final
 
-from ..policy import Mode, Policy
+from ..admission import Outcome
+from ..admission.review import Request
+from ..policy import Mode, Policy, Violation
 from ..policy.cel import EXEMPTIONS
 from ..policy.engine import DENY_PREFIX, WARN_PREFIX
 from ..policy.quantity import parse_quantity
@@ -303,3 +305,84 @@ def request_of(namespace: str, user: str, operation: str = "CREATE", sub_resourc
         "subResource": sub_resource,
         "kind": {"group": "", "version": "v1", "kind": "Pod"},
     }
+
+
+# The sentence every message has (types.Violation.describe), read back from a twin's message so
+# a native finding is reported like the webhook's (text, JSON, JUnit, SARIF).
+_SENTENCE: Final = re.compile(
+    r"(?:violates|would violate) GPU policy: (?P<rule>[a-z0-9-]+) \((?P<label>(?:init |ephemeral )?container) "
+    r'"(?P<name>[^"]*)": (?P<path>\S+) (?P<detail>.*); fix: (?P<fix>.*)\)',
+    re.S,
+)
+
+
+def violation_of(rule: str, message: str) -> Violation:
+    """A twin's message as the Violation whose describe() it is."""
+    m = _SENTENCE.fullmatch(message)
+    if m is None or m["rule"] != rule:
+        return Violation(rule, "spec", message, "see the rule's documentation")
+    return Violation(rule, m["path"], m["detail"], m["fix"], m["name"], m["label"])
+
+
+@dataclass
+class Native:
+    """What the API server runs in enforcement native, offline: the mutations' twins
+    (MutatingAdmissionPolicies) first, then the rules' twins (ValidatingAdmissionPolicies) and the
+    webhook for the rules and mutations without one, on the pod as the policies left it."""
+
+    mutating: list[MutatingPolicy]
+    validating: list[ValidatingPolicy]
+    policy: Policy  # the whole policy: the twins' modes
+    webhook: Policy  # the webhook's share: what has a twin is off
+
+    @classmethod
+    def of(cls, policy: Policy) -> Native:
+        from ..policy import MUTATIONS, RULES
+
+        mutations = [m for m in MUTATIONS if m.native is not None and m.enabled(policy)]
+        rules = [r for r in RULES if r.native is not None and policy.mode(r.id) is not Mode.OFF]
+        webhook = policy
+        if any(m.id == "isolate-non-gpu" for m in mutations):  # the one mutation with a twin
+            webhook = replace(webhook, isolate_non_gpu=False)
+        if rules:
+            webhook = replace(webhook, modes={**webhook.modes, **{r.id: Mode.OFF for r in rules}})
+        return cls(
+            [MutatingPolicy.of(m.native, policy) for m in mutations if m.native is not None],
+            [ValidatingPolicy.of(r, policy) for r in rules],
+            policy,
+            webhook,
+        )
+
+    def admit(self, obj: dict[str, Any], namespace: str, user: str, operation: str = "CREATE") -> dict[str, Any]:
+        """The pod after the MutatingAdmissionPolicies (CelFailed: the API server refuses it)."""
+        for compiled in self.mutating:
+            obj = compiled.apply(obj, request_of(namespace, user, operation))
+        return obj
+
+    def findings(self, obj: dict[str, Any], namespace: str, user: str) -> list[Violation]:
+        """What the ValidatingAdmissionPolicies find in `obj` (CelFailed: the API server refuses it)."""
+        request = request_of(namespace, user)
+        return [violation_of(v.name, m) for v in self.validating for m in v.failures(obj, request)]
+
+    def validate(self, req: Request) -> Outcome:
+        """The API server's verdict on `req`: a Pod through the policies, then the webhook's share
+        (on the pod as they left it); any other kind through the webhook alone."""
+        from .. import admission
+        from ..admission import Decision
+
+        if req.kind != "Pod" or req.group or not isinstance(req.object, dict):
+            return admission.validate(req, self.policy)
+        try:
+            obj = self.admit(req.object, req.namespace, req.user)
+            found = self.findings(obj, req.namespace, req.user)
+        except CelFailed as exc:
+            return Outcome(Decision.DENIED, message=f"a native policy failed, so the API server would refuse it: {exc}")
+        outcome = admission.validate(req.with_object(obj), self.webhook)
+        if not found or outcome.decision not in (Decision.ALLOWED, Decision.DENIED):
+            return outcome
+        verdict = outcome.verdict
+        for v in found:
+            verdict.by_mode.setdefault(self.policy.mode(v.rule), []).append(v)
+        if verdict.allowed:
+            return Outcome(Decision.ALLOWED, verdict, warnings=verdict.warnings())
+        return Outcome(Decision.DENIED, verdict, warnings=verdict.warnings(), message=verdict.message())
