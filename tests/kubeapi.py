@@ -55,6 +55,8 @@ KINDS: dict[str, tuple[str, str, bool]] = {
     "policyreports": ("wgpolicyk8s.io", "PolicyReport", True),
     "mutatingadmissionpolicies": ("admissionregistration.k8s.io", "MutatingAdmissionPolicy", False),
     "mutatingadmissionpolicybindings": ("admissionregistration.k8s.io", "MutatingAdmissionPolicyBinding", False),
+    "validatingadmissionpolicies": ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy", False),
+    "validatingadmissionpolicybindings": ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding", False),
 }
 
 

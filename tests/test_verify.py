@@ -6,6 +6,7 @@ real gpu-policy server as the API server's admission chain would call it.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import signal
@@ -99,6 +100,7 @@ def test_a_healthy_recording_passes_and_every_probe_is_deleted(kube: KubeApi, se
         "webhook-denies-privileged": "pass",
         "webhook-voids-plain-pod": "pass",
         "native-isolation": "skip",  # this API server serves no admissionregistration.k8s.io/v1 MAP
+        "native-rules": "skip",  # nor VAP
     }
     seen = found["isolation nvidia.com/gpu"]["evidence"]["probes"]
     assert len(seen) == 2 and len({tuple(units) for units in seen.values()}) == 2
@@ -144,12 +146,13 @@ def test_a_healthy_recording_passes_and_every_probe_is_deleted(kube: KubeApi, se
     assert used | {("namespace", "events", "list")} == granted
 
 
-def test_native_isolation_is_checked_where_the_api_server_has_it(
+def test_native_policies_are_checked_where_the_api_server_has_them(
     cert_dir: Path, server: Server, tmp_path: Path
 ) -> None:
-    """On a 1.36 API server (admissionregistration.k8s.io/v1 served): the chart's policy and binding
-    as enforcement both renders them pass; the policy without its binding fails (it never runs);
-    no policy is reported, with the way to install it."""
+    """On a 1.36 API server (admissionregistration.k8s.io/v1 served): the chart's policies and
+    bindings as enforcement both renders them pass; a policy without its binding fails (it never
+    runs), and so does a rule's binding whose action is not its mode's; no policy at all is
+    reported, with the way to install it."""
     served = {"": ("v1",), "apps": ("v1",), "batch": ("v1",), "resource.k8s.io": ("v1",)}
     api = KubeApi(cert_dir, served={**served, "admissionregistration.k8s.io": ("v1",)}).start()
     try:
@@ -160,21 +163,35 @@ def test_native_isolation_is_checked_where_the_api_server_has_it(
         assert isinstance(docs, list)
         policy = next(d for d in docs if d["kind"] == "MutatingAdmissionPolicy")
         binding = next(d for d in docs if d["kind"] == "MutatingAdmissionPolicyBinding")
+        rules = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"]
+        rule_bindings = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding"]
+        assert len(rules) == len(rule_bindings) >= 2
 
-        def native() -> dict[str, Any]:
+        def native() -> dict[str, dict[str, Any]]:
             r = verify(api, tmp_path, "-o", "json")
             assert isinstance(r, subprocess.CompletedProcess)
             assert r.stdout.startswith("{"), r.stdout + r.stderr
-            return checks(r)["native-isolation"]
+            found = checks(r)
+            return {"isolation": found["native-isolation"], "rules": found["native-rules"]}
 
         found = native()
-        assert found["status"] == "info" and "enforcement both" in found["fix"]
-        api.put(policy)
-        assert native()["status"] == "fail"
-        api.put(binding)
+        assert found["isolation"]["status"] == "info" and "enforcement both" in found["isolation"]["fix"]
+        assert found["rules"]["status"] == "info" and "enforcement both" in found["rules"]["fix"]
+        api.put(policy, *rules)
         found = native()
-        assert found["status"] == "pass", found
-        assert found["evidence"]["bindings"] == [binding["metadata"]["name"]]
+        assert found["isolation"]["status"] == "fail" and found["rules"]["status"] == "fail"
+        assert found["rules"]["summary"].count("has no binding, so it never runs") == len(rules)
+        api.put(binding, *rule_bindings)
+        found = native()
+        assert found["isolation"]["status"] == "pass", found
+        assert found["isolation"]["evidence"]["bindings"] == [binding["metadata"]["name"]]
+        assert found["rules"]["status"] == "pass", found
+        assert {e["validationActions"] == ["Deny"] for e in found["rules"]["evidence"].values()} == {True}
+        warned = copy.deepcopy(rule_bindings[0])
+        warned["spec"]["validationActions"] = ["Warn"]
+        api.put(warned)
+        found = native()["rules"]
+        assert found["status"] == "fail" and "is bound with ['Warn'], not [Deny] (its mode)" in found["summary"]
     finally:
         api.close()
 

@@ -59,12 +59,15 @@ def _rules() -> str:
     validations), over a dict of Values, Release and its mode; and the list of their ids, which
     templates/admissionpolicies.yaml ranges over."""
     from ..policy import RULES
-    from ..policy.cel import EXEMPTIONS
+    from ..policy.cel import ACTIONS, EXEMPTIONS
 
     twins = [r for r in RULES if r.native is not None]
+    actions = " ".join(f'"{mode}" "{action}"' for mode, action in ACTIONS.items())
     out = (
         "{{/* The rules with a CEL twin: each is a ValidatingAdmissionPolicy in enforcement both or native. */}}\n"
         f'{{{{- define "gpu-policy.nativeRuleIds" -}}}}{" ".join(r.id for r in twins)}{{{{- end -}}}}\n\n'
+        "{{/* A mode (the context) as its binding's validationActions. */}}\n"
+        f'{{{{- define "gpu-policy.validationAction" -}}}}{{{{ get (dict {actions}) . }}}}{{{{- end -}}}}\n\n'
     )
     for r in twins:
         assert r.native is not None

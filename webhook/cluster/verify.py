@@ -61,6 +61,7 @@ class Verifier(ProbeRunner):
             self.isolation(gpu_nodes)
             self.webhook()
         self.native()
+        self.native_rules()
         return self.report
 
     def native(self) -> None:
@@ -72,7 +73,9 @@ class Verifier(ProbeRunner):
             policies = self.kube.admission_policies("mutatingadmissionpolicies")
             bindings = self.kube.admission_policies("mutatingadmissionpolicybindings") or []
         except ApiException as exc:
-            self._add("native-isolation", FAIL, f"cannot list MutatingAdmissionPolicies ({exc.status})", {}, WIRING_FIX)
+            self._add(
+                "native-isolation", FAIL, f"cannot list MutatingAdmissionPolicies ({exc.status})", {}, _NATIVE_FIX
+            )
             return
         if policies is None:
             self._add("native-isolation", SKIP, "this API server has no MutatingAdmissionPolicy v1 (before 1.36)", {})
@@ -97,12 +100,83 @@ class Verifier(ProbeRunner):
         ]
         evidence = {"policy": name, "bindings": [b["metadata"]["name"] for b in bound], "typeChecking": warnings}
         if not bound:
-            self._add("native-isolation", FAIL, f"{name} has no binding, so it never runs", evidence, WIRING_FIX)
+            self._add("native-isolation", FAIL, f"{name} has no binding, so it never runs", evidence, _NATIVE_FIX)
         elif warnings:
-            self._add("native-isolation", FAIL, f"{name}: the API server's type check warns", evidence, WIRING_FIX)
+            self._add("native-isolation", FAIL, f"{name}: the API server's type check warns", evidence, _NATIVE_FIX)
         else:
             self._add(
                 "native-isolation", PASS, f"{name} is installed and bound: the API server isolates pods", evidence
+            )
+
+    def native_rules(self) -> None:
+        """enforcement both/native: every rule with a CEL twin whose mode is not off has its
+        ValidatingAdmissionPolicy, bound with its mode's action, type-checked without a warning."""
+        from kubernetes.client.exceptions import ApiException
+
+        from ..policy import RULES, Mode
+        from ..policy.cel import ACTIONS
+
+        expected = {
+            r.id: ACTIONS[self.policy.mode(r.id)]
+            for r in RULES
+            if r.native is not None and self.policy.mode(r.id) is not Mode.OFF
+        }
+        if not expected:
+            return
+        try:
+            policies = self.kube.admission_policies("validatingadmissionpolicies")
+            bindings = self.kube.admission_policies("validatingadmissionpolicybindings") or []
+        except ApiException as exc:
+            self._add("native-rules", FAIL, f"cannot list ValidatingAdmissionPolicies ({exc.status})", {}, _NATIVE_FIX)
+            return
+        if policies is None:
+            self._add("native-rules", SKIP, "this API server has no ValidatingAdmissionPolicy v1 (before 1.30)", {})
+            return
+        ours = {
+            rule: p for p in policies for rule in expected if p.get("metadata", {}).get("name", "").endswith(f"-{rule}")
+        }
+        if not ours:
+            self._add(
+                "native-rules",
+                INFO,
+                "not installed: the rules are the validating webhook's alone (enforcement webhook)",
+                {"rules": sorted(expected)},
+                "install with enforcement both (the default on 1.36+) so the API server enforces them itself",
+            )
+            return
+        problems: list[str] = []
+        evidence: dict[str, Any] = {}
+        for rule, action in sorted(expected.items()):
+            policy = ours.get(rule)
+            if policy is None:
+                problems.append(f"{rule} has no ValidatingAdmissionPolicy")
+                continue
+            name = policy["metadata"]["name"]
+            actions = sorted(
+                a
+                for b in bindings
+                if (b.get("spec") or {}).get("policyName") == name
+                for a in (b.get("spec") or {}).get("validationActions") or []
+            )
+            warnings = [
+                check.get("warning", "")
+                for check in ((policy.get("status") or {}).get("typeChecking") or {}).get("expressionWarnings") or []
+            ]
+            evidence[rule] = {"policy": name, "validationActions": actions, "typeChecking": warnings}
+            if not actions:
+                problems.append(f"{name} has no binding, so it never runs")
+            elif action not in actions:
+                problems.append(f"{name} is bound with {actions}, not [{action}] (its mode)")
+            if warnings:
+                problems.append(f"{name}: the API server's type check warns")
+        if problems:
+            self._add("native-rules", FAIL, "; ".join(problems), evidence, _NATIVE_FIX)
+        else:
+            self._add(
+                "native-rules",
+                PASS,
+                f"{len(expected)} rules are installed and bound: the API server enforces them itself",
+                evidence,
             )
 
     def device_plugin(self, nodes: list[dict[str, Any]], gpu_nodes: dict[str, dict[str, Any]]) -> None:
@@ -431,3 +505,10 @@ def to_junit(report: Report) -> str:
         out.append("  </testcase>")
     out.append("</testsuite>")
     return "\n".join(out) + "\n"
+
+
+_NATIVE_FIX = (
+    "the chart renders the native policies and their bindings together: `helm upgrade` with the release's values "
+    "(enforcement both or native) restores them, and `helm template ... --show-only templates/admissionpolicies.yaml` "
+    "shows what they should be"
+)

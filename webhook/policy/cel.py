@@ -23,9 +23,12 @@ from typing import Final
 
 from .gpus import KAI_CONFIG_MAP, KAI_CONTAINER, KAI_FRACTION, KAI_MEMORY
 from .nvidia import VISIBLE_DEVICES
-from .types import ContainerKind
+from .types import ContainerKind, Mode
 
 # The three container lists, in the order the webhook walks them (ContainerKind order).
+# A rule's mode as its ValidatingAdmissionPolicyBinding's validationActions (off: not installed).
+ACTIONS: Final = {Mode.DENY: "Deny", Mode.WARN: "Warn", Mode.AUDIT: "Audit"}
+
 LISTS: Final = tuple(kind for kind in ContainerKind)
 
 # engine.exempt and decide._exempt, as match conditions: the exempt namespaces, users and service

@@ -236,6 +236,9 @@ mutations:
 {{/* The rules with a CEL twin: each is a ValidatingAdmissionPolicy in enforcement both or native. */}}
 {{- define "gpu-policy.nativeRuleIds" -}}no-visible-devices-env no-device-grant-env{{- end -}}
 
+{{/* A mode (the context) as its binding's validationActions. */}}
+{{- define "gpu-policy.validationAction" -}}{{ get (dict "deny" "Deny" "warn" "Warn" "audit" "Audit") . }}{{- end -}}
+
 {{/* no-visible-devices-env, in the API server: the CEL twin in webhook/policy/rules. */}}
 {{- define "gpu-policy.native.no-visible-devices-env" -}}
 {{- $p := .Values.policy -}}
