@@ -335,6 +335,113 @@ def test_native_isolation_in_the_real_api_server_with_no_webhook(
             real_api.call("DELETE", path)
 
 
+def _create_all(real_api: RealApi, docs: list[dict[str, Any]], kinds: tuple[str, ...]) -> list[str]:
+    """Create every rendered document of these kinds; their paths, for the cleanup."""
+    plurals = {
+        "MutatingAdmissionPolicy": "mutatingadmissionpolicies",
+        "MutatingAdmissionPolicyBinding": "mutatingadmissionpolicybindings",
+        "ValidatingAdmissionPolicy": "validatingadmissionpolicies",
+        "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings",
+    }
+    created = []
+    for kind in kinds:
+        for doc in (d for d in docs if d["kind"] == kind):
+            path = f"/apis/admissionregistration.k8s.io/v1/{plurals[kind]}"
+            code, body, _ = real_api.call("POST", path, doc)
+            causes = body.get("details", {}).get("causes", [])
+            assert code == 201, [(x.get("field"), x.get("message", "").split('": ', 1)[-1][:700]) for x in causes]
+            created.append(f"{path}/{doc['metadata']['name']}")
+    return created
+
+
+def test_native_rules_in_the_real_api_server_with_no_webhook(
+    real_api: RealApi, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Issue 35: everything enforcement both installs in the API server (isolation's
+    MutatingAdmissionPolicy, the rules' ValidatingAdmissionPolicies, their bindings), with no
+    webhook registered at all (the outage). Every corpus pod, each corpus workload's pod template
+    and the edge shapes of tests/test_native_rules.py are created with dryRun: the API server
+    refuses exactly the pods cel-python's evaluation of the same policies fails, with the same
+    messages, and those are the pods whose twinned rules the webhook finds violated. Then
+    `kubectl debug` adding a debug container that sets NVIDIA_VISIBLE_DEVICES is refused too."""
+    from tests.celnative import compile_validations, request
+    from tests.helpers import corpus
+    from tests.test_native_rules import EDGE, through_the_webhook
+
+    tmp = tmp_path_factory.mktemp("native-rules")
+    docs = render({"enforcement": "both"}, kube_version="1.36.0", tmp=tmp)
+    assert isinstance(docs, list)
+    compiled = compile_validations({}, tmp)
+    assert len(compiled) >= 2
+    created = _create_all(
+        real_api,
+        docs,
+        (
+            "MutatingAdmissionPolicy",
+            "MutatingAdmissionPolicyBinding",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+        ),
+    )
+    try:
+        probe = pod(c("probe", resources={"limits": {"nvidia.com/gpu": 1}}, env=[nvd("all")]))
+        deadline = time.monotonic() + 30
+        while True:  # a policy takes effect within seconds: until the probe is refused by it
+            code, body, _ = real_api.create_pod(probe)
+            if code != 201 and "ValidatingAdmissionPolicy" in body.get("message", ""):
+                break
+            assert time.monotonic() < deadline, ("the policies never took effect", code, body)
+            time.sleep(0.5)
+        LATENCY["the MAP and the rules' VAPs"] = create_p50(real_api)
+        cases = {name: pods_of(obj) for name, obj in corpus().items()}
+        cases |= {f"edge {name}": [copy.deepcopy(obj)] for name, obj in EDGE.items()}
+        compared = denied = other = 0
+        for name, made in cases.items():
+            for p in made:
+                p["metadata"] = {**p.get("metadata", {}), "generateName": "corpus-", "namespace": "ml"}
+                p["metadata"].pop("name", None)
+                code, body, _ = real_api.create_pod(p)
+                stored, outcome = through_the_webhook(p, {}, "ml", "admin")
+                expected = {
+                    rule: vap.failures(stored, request("ml", "admin")) for rule, (vap, _actions) in compiled.items()
+                }
+                expected = {rule: messages for rule, messages in expected.items() if messages}
+                found = [v for vs in outcome.verdict.by_mode.values() for v in vs] if outcome.verdict else []
+                assert set(expected) == {v.rule for v in found if v.rule in compiled}, (name, expected)
+                message = body.get("message", "")
+                ours = {rule for rule in compiled if f"'gpu-policy-{rule}'" in message}
+                if code == 201:
+                    assert not expected, (name, expected)
+                elif not ours:
+                    other += 1  # the API server's own validation (e.g. a hostPort clash): not ours
+                    assert "AdmissionPolicy" not in message, (name, message)
+                    continue
+                else:
+                    assert code == 422 and ours == set(expected), (name, code, message, expected)
+                    for rule, messages in expected.items():
+                        assert messages[0] in message, (name, rule, messages[0], message)
+                    denied += 1
+                compared += 1
+        print(
+            f"\nnative rules, real API server, no webhook: {compared} pods judged as cel-python and the webhook "
+            f"judge them ({denied} refused by a rule's policy), {other} refused by the API server's own validation"
+        )
+        assert compared > 40 and denied >= 10
+        # kubectl debug during the outage: a debug container that asks for the node's GPUs is refused.
+        trainer = pod(c("train", resources={"limits": {"nvidia.com/gpu": 1}}))
+        trainer["metadata"] = {"name": "debugged-rules", "namespace": "ml"}
+        code, running, _ = real_api.call("POST", "/api/v1/namespaces/ml/pods", trainer)
+        assert code == 201, running
+        running["spec"]["ephemeralContainers"] = [{"name": "debugger", "image": CUDA, "env": [nvd("all")]}]
+        code, body, _ = real_api.call("PUT", "/api/v1/namespaces/ml/pods/debugged-rules/ephemeralcontainers", running)
+        assert code == 422 and "no-visible-devices-env" in body["message"], body
+        assert 'ephemeral container "debugger"' in body["message"], body["message"]
+        real_api.call("DELETE", "/api/v1/namespaces/ml/pods/debugged-rules")
+    finally:
+        for path in reversed(created):
+            real_api.call("DELETE", path)
+
+
 @pytest.mark.parametrize(
     "env",
     [
@@ -465,3 +572,6 @@ def test_native_isolation_costs_no_more_than_the_webhooks(real_api: RealApi, web
     base = LATENCY["no admission of ours"]
     print("\n" + "; ".join(f"{k}: p50 {v * 1000:.1f} ms (+{(v - base) * 1000:.1f})" for k, v in LATENCY.items()))
     assert LATENCY["the MutatingAdmissionPolicy"] - base <= 1.5 * (LATENCY["the two webhooks"] - base) + 0.002
+    if "the MAP and the rules' VAPs" in LATENCY:
+        both = LATENCY["the MAP and the rules' VAPs"] - base
+        assert both <= 1.5 * (LATENCY["the two webhooks"] - base) + 0.002, LATENCY
