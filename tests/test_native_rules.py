@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from tests.apiserver import ApiServer
 from tests.celnative import ValidatingPolicy, compile_validations, request
 from tests.chart import find, render
-from tests.helpers import container, corpus, pod
+from tests.helpers import GPU, container, corpus, pod
 from tests.test_adversary import pods as adversary_pods
 from webhook.admission import mutate, validate
 from webhook.admission.review import parse
@@ -142,6 +142,93 @@ EDGE = {
     "mig-monitor-from": pod(container(env=[env("NVIDIA_MIG_MONITOR_DEVICES", **FIELD)])),
     "both-rules": pod(container(env=[env("NVIDIA_MIG_CONFIG_DEVICES", "all"), env(NVD, "all")])),
     "no-containers-key": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}, "spec": {}},
+    # no-privileged-gpu: what makes a GPU pod (gpus.gpu_pod), and what is privileged.
+    "privileged-cpu-pod": pod(container(privileged=True)),
+    "privileged-gpu": pod(container(gpu="1", privileged=True)),
+    "privileged-false-gpu": pod(container(gpu="1", privileged=False)),
+    "privileged-sidecar": pod(container("t", gpu="2"), container("s", privileged=True)),
+    "privileged-zero-gpu": pod(container(gpu="0", privileged=True)),
+    "privileged-mig": pod(container(privileged=True, resources={"limits": {"nvidia.com/mig-1g.5gb": "1"}})),
+    "privileged-shared": pod(container(privileged=True, resources={"limits": {"nvidia.com/gpu.shared": "1"}})),
+    "privileged-companion": pod(container(privileged=True, resources={"limits": {"nvidia.com/gpumem": "4000"}})),
+    "privileged-request-only": pod(container(privileged=True, resources={"requests": {"nvidia.com/gpu": "1"}})),
+    "privileged-init": pod(container(gpu="1"), initContainers=[container("i", privileged=True)]),
+    "privileged-ephemeral": pod(container(gpu="1"), ephemeralContainers=[container("d", privileged=True)]),
+    "privileged-node-selector": pod(container(privileged=True), nodeSelector={"accelerator": "nvidia-t4"}),
+    "privileged-gke-label": pod(
+        container(privileged=True), nodeSelector={"cloud.google.com/gke-accelerator": "nvidia-l4"}
+    ),
+    "privileged-other-label": pod(container(privileged=True), nodeSelector={"disktype": "ssd"}),
+    "privileged-affinity-in": pod(
+        container(privileged=True),
+        affinity={
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+                        {"matchExpressions": [{"key": "nvidia.com/gpu.present", "operator": "Exists"}]},
+                    ]
+                }
+            }
+        },
+    ),
+    "privileged-affinity-notin": pod(
+        container(privileged=True),
+        affinity={
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "accelerator", "operator": "NotIn", "values": ["a"]}]}
+                    ]
+                }
+            }
+        },
+    ),
+    "privileged-instance-type": pod(
+        container(privileged=True), nodeSelector={"node.kubernetes.io/instance-type": "p4d.24xlarge"}
+    ),
+    "privileged-cpu-instance-type": pod(
+        container(privileged=True), nodeSelector={"node.kubernetes.io/instance-type": "m5.large"}
+    ),
+    "privileged-claim": pod(
+        container(privileged=True, resources={"claims": [{"name": "g"}]}),
+        resourceClaims=[{"name": "g", "resourceClaimTemplateName": "one-gpu"}],
+    ),
+    "privileged-kai": {
+        **pod(container(privileged=True), schedulerName="kai-scheduler"),
+        "metadata": {"name": "k", "namespace": "ml", "annotations": {"gpu-fraction": "0.5"}},
+    },
+    "privileged-gke-devices": {
+        **pod(container("main", privileged=True)),
+        "metadata": {
+            "name": "g",
+            "namespace": "ml",
+            "annotations": {"devices.gke.io/container.main": "- path: /dev/nvidia0\n"},
+        },
+    },
+    "privileged-gke-ctl-only": {
+        **pod(container("main", privileged=True)),
+        "metadata": {
+            "name": "g",
+            "namespace": "ml",
+            "annotations": {"devices.gke.io/container.main": "- path: /dev/nvidiactl\n"},
+        },
+    },
+    "cap-sys-admin": pod(container(gpu="1", caps=["NET_ADMIN", "sys_admin"])),
+    "cap-prefixed-spaced": pod(container(gpu="1", caps=[" CAP_SYS_ADMIN\t"])),
+    "cap-all": pod(container(gpu="1", caps=["all"])),
+    "cap-unicode-case": pod(container(gpu="1", caps=["\u017fys_adm\u0131n"])),
+    "cap-harmless": pod(container(gpu="1", caps=["NET_BIND_SERVICE", "SYS_ADMINX", "CAP_SYS_ADMIN_"])),
+    "cap-cpu-pod": pod(container(caps=["SYS_ADMIN"])),
+    "cap-and-privileged": pod(container(gpu="1", privileged=True, caps=["SYS_ADMIN"])),
+    "cap-amd": pod(container(caps=["SYS_ADMIN"], resources={"limits": {"amd.com/gpu": "1"}})),
+    "cap-intel-agent": pod(
+        container(caps=["SYS_ADMIN"], image="intel/intel-gpu-plugin:0.30.0", resources={"limits": {GPU: "1"}})
+    ),
+    "privileged-amd-labelled": pod(
+        container(privileged=True, resources={"limits": {"amd.com/gpu": "1"}}),
+        nodeSelector={"amd.com/gpu.family": "AI"},
+    ),
 }
 
 
@@ -296,3 +383,35 @@ def test_check_engine_cel_judges_as_the_webhook_judges(tmp_path: Path) -> None:
                 same += 1
         assert same >= len(webhook["results"]) * 3 // 4, same
         assert sum(r["decision"] == "denied" for r in native["results"]) >= 5
+
+
+def test_the_capability_pattern_is_python_s_strip_and_upper_exactly() -> None:
+    """no-privileged-gpu's twin matches a capability with an RE2 pattern (cel.upper_pattern), since
+    CEL has no Unicode upper-casing: every code point that str.upper() turns into an ASCII capital,
+    and every str.isspace() character, is in the pattern's tables; and over names built from them
+    the pattern and nvidia.privileged_capability agree."""
+    import sys
+
+    import re2
+    from hypothesis import strategies as st
+
+    from webhook.policy import cel
+    from webhook.policy.nvidia import PRIVILEGED_CAPS, privileged_capability
+
+    to_ascii = [(ch, ch.upper()) for ch in map(chr, range(sys.maxunicode + 1)) if not ch.isascii()]
+    to_ascii = [(ch, up) for ch, up in to_ascii if up.isascii()]
+    assert {up: ch for ch, up in to_ascii if len(up) == 1} == cel.UPPER_FROM
+    # The others become two or three capitals (ß: SS, ﬁ: FI), none of which a name contains.
+    assert not [up for _ch, up in to_ascii if len(up) > 1 and any(up in w for w in PRIVILEGED_CAPS)]
+    assert "".join(ch for ch in map(chr, range(sys.maxunicode + 1)) if ch.isspace()) == cel.SPACE
+    pattern = re2.compile(cel.upper_pattern(PRIVILEGED_CAPS))
+    pieces = ["SYS_ADMIN", "CAP_", "ALL", "s", "ſ", "ı", "i", "K", " ", "\t", "\u3000", "\x1c", "_", "X", "é", "ß"]
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.lists(st.sampled_from(pieces), max_size=6).map("".join))
+    def same(cap: str) -> None:
+        assert bool(pattern.search(cap)) == privileged_capability(cap), repr(cap)
+
+    same()
+    for cap in ("sys_admin", " CAP_SYS_ADMIN\t", "ſys_admın", "All", "cap_all"):
+        assert pattern.search(cap) and privileged_capability(cap)

@@ -10,17 +10,39 @@ is installed (the `enforcement` value); tests/test_native.py proves it patches a
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Callable
 from typing import Final
 
 from ..policy.engine import DENY_PREFIX, WARN_PREFIX
+from ..policy.vendors import OTHERS, Vendor
+
+
+def _joined(configured: str, theirs: Callable[[Vendor], tuple[str, ...]]) -> str:
+    """A configured list with each enabled vendor's names after it, as config.settings joins them
+    (the server's Policy has the joined list, so the twins must too)."""
+    parts = [configured] + [
+        f"(ternary (list {' '.join(json.dumps(n) for n in theirs(v))}) (list) $p.vendors.{v.key}.enabled)"
+        for v in OTHERS
+    ]
+    return f"(concat {' '.join(parts)})"
+
 
 # What each @name@ of a twin is, in Helm over `$p` (.Values.policy): a CEL literal.
 VALUES: Final = {
     # Device resources, the GPU resource itself always among them, as [prefix, suffix, "*"] or
     # [name, "", "="] (config validation allows one "*" and no other glob character).
-    "devices": '(include "gpu-policy.celNames" (prepend $p.gpuDeviceResources $p.gpuResourceName))',
-    "companions": '(include "gpu-policy.celNames" $p.gpuCompanionResources)',
+    "devices": '(include "gpu-policy.celNames" '
+    + _joined("(prepend $p.gpuDeviceResources $p.gpuResourceName)", lambda v: v.devices + v.node_wide)
+    + ")",
+    "companions": f'(include "gpu-policy.celNames" {_joined("$p.gpuCompanionResources", lambda v: v.companions)})',
+    # Node labels that pin a pod to GPU nodes (gpus.pinned_to_gpu_nodes), and GPU machine families.
+    "nodeLabels": "(toJson "
+    + _joined("(prepend $p.gpuNodeLabels $p.acceleratorNodeSelector.labelKey)", lambda v: v.node_labels)
+    + ")",
+    "instanceTypes": "(toJson $p.gpuInstanceTypes)",
+    "intel": '(ternary "true" "false" $p.vendors.intel.enabled)',
     "kai": '(ternary "true" "false" $p.integrations.kai.enabled)',
     "amdIsolate": '(ternary "true" "false" (and $p.vendors.amd.enabled $p.vendors.amd.isolate))',
     "kaiSchedulers": "(toJson $p.integrations.kai.schedulerNames)",

@@ -30,7 +30,7 @@ from ..policy.cel import EXEMPTIONS
 from ..policy.engine import DENY_PREFIX, WARN_PREFIX
 from ..policy.quantity import parse_quantity
 from ..policy.rule import NativeMutation, Rule
-from ..policy.vendors import AMD
+from ..policy.vendors import AMD, INTEL
 
 
 class CelMissing(RuntimeError):
@@ -50,6 +50,9 @@ def _names(names: Iterable[str]) -> list[list[str]]:
 VALUES: Final[dict[str, Callable[[Policy], str]]] = {
     "devices": lambda p: json.dumps(_names((p.resource_name, *p.device_resources))),
     "companions": lambda p: json.dumps(_names(p.companion_resources)),
+    "nodeLabels": lambda p: json.dumps(list(dict.fromkeys((p.accelerator_label, *p.gpu_node_labels)))),
+    "instanceTypes": lambda p: json.dumps(list(p.gpu_instance_types)),
+    "intel": lambda p: "true" if INTEL in p.vendors else "false",
     "kai": lambda p: "true" if p.kai else "false",
     "amdIsolate": lambda p: "true" if p.amd_isolate else "false",
     "kaiSchedulers": lambda p: json.dumps(sorted(p.kai_schedulers)),
@@ -174,7 +177,6 @@ class MutatingPolicy:
     def ops(self, obj: dict[str, Any], request: dict[str, Any], old: dict[str, Any] | None = None) -> list[Any] | None:
         """The JSONPatch ops for `obj`, or None when a matchCondition leaves it alone."""
         celpy = _celpy()
-        from celpy import celtypes
 
         activation: dict[str, Any] = {
             "object": celpy.json_to_cel(typed(obj)),
@@ -187,14 +189,7 @@ class MutatingPolicy:
                 raise CelFailed(f"matchCondition {name}: {result}")
             if not result:
                 return None
-        variables: dict[Any, Any] = {}
-        for name, expression in self.variables:
-            activation["variables"] = celtypes.MapType(variables)
-            result = expression.evaluate(activation)
-            if isinstance(result, celpy.CELEvalError):
-                raise CelFailed(f"variable {name}: {result}")
-            variables[celtypes.StringType(name)] = result
-        activation["variables"] = celtypes.MapType(variables)
+        activation["variables"] = _lazy(self.variables, activation)
         result = self.patch.evaluate(activation)
         if isinstance(result, celpy.CELEvalError):
             raise CelFailed(f"the JSONPatch expression: {result}")
@@ -205,6 +200,29 @@ class MutatingPolicy:
 
         ops = self.ops(obj, request, old)
         return jsonpatch.apply_patch(copy.deepcopy(obj), ops) if ops else copy.deepcopy(obj)
+
+
+def _lazy(variables: list[tuple[str, Any]], activation: dict[str, Any]) -> Any:
+    """`variables` as the API server composes them: each evaluated the first time an expression
+    reads it, then kept; an error is the value of the expression that reads it, nothing else."""
+    celpy = _celpy()
+    from celpy import celtypes
+
+    compiled = dict(variables)
+
+    class Variables(celtypes.MapType):
+        def __getitem__(self, key: Any) -> Any:
+            if not dict.__contains__(self, key):
+                if str(key) not in compiled:
+                    raise KeyError(key)
+                try:
+                    value = compiled[str(key)].evaluate(activation)
+                except celpy.CELEvalError as exc:
+                    value = exc
+                dict.__setitem__(self, key, value)
+            return dict.__getitem__(self, key)
+
+    return Variables()
 
 
 def _program() -> Callable[[str], Any]:
@@ -263,7 +281,6 @@ class ValidatingPolicy:
         none when a matchCondition leaves it alone. Variables are evaluated as the API server
         evaluates them, lazily: one that fails only matters where a validation reads it."""
         celpy = _celpy()
-        from celpy import celtypes
 
         activation = _activation(obj, request, old)
         for name, condition in self.conditions:
@@ -272,14 +289,7 @@ class ValidatingPolicy:
                 raise CelFailed(f"{self.name}: matchCondition {name}: {result}")
             if not result:
                 return []
-        variables: dict[Any, Any] = {}
-        for name, expression in self.variables:
-            activation["variables"] = celtypes.MapType(variables)
-            try:
-                variables[celtypes.StringType(name)] = expression.evaluate(activation)
-            except celpy.CELEvalError as exc:  # kept: an error only where it is read
-                variables[celtypes.StringType(name)] = exc
-        activation["variables"] = celtypes.MapType(variables)
+        activation["variables"] = _lazy(self.variables, activation)
         out = []
         for expression, message in self.validations:
             try:

@@ -21,14 +21,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from .gpus import KAI_CONFIG_MAP, KAI_CONTAINER, KAI_FRACTION, KAI_MEMORY
+from .gpus import GKE_DEVICES, INSTANCE_TYPE, KAI_CONFIG_MAP, KAI_CONTAINER, KAI_FRACTION, KAI_MEMORY
 from .nvidia import VISIBLE_DEVICES
 from .types import ContainerKind, Mode
 
-# The three container lists, in the order the webhook walks them (ContainerKind order).
 # A rule's mode as its ValidatingAdmissionPolicyBinding's validationActions (off: not installed).
 ACTIONS: Final = {Mode.DENY: "Deny", Mode.WARN: "Warn", Mode.AUDIT: "Audit"}
 
+# The three container lists, in the order the webhook walks them (ContainerKind order).
 LISTS: Final = tuple(kind for kind in ContainerKind)
 
 # engine.exempt and decide._exempt, as match conditions: the exempt namespaces, users and service
@@ -182,3 +182,110 @@ def env_checks(
 def quoted(v: str) -> str:
     """quantity.describe of a string value, in CEL."""
     return f"'\"' + {v} + '\"'"
+
+
+def named(k: str, patterns: str) -> str:
+    """`k` matches one of `patterns`: [name, "", "="] exact, or [prefix, suffix, "*"] (one *)."""
+    return (
+        f"{patterns}.exists(p, p[2] == '=' ? {k} == p[0] : "
+        f"({k}.startsWith(p[0]) && {k}.endsWith(p[1]) && size({k}) >= size(p[0]) + size(p[1])))"
+    )
+
+
+def every_container() -> str:
+    """The pod's containers of all three lists, as one list (ContainerKind order)."""
+    return " + ".join(f"({present(kind.field)} ? object.spec.{kind.field} : [])" for kind in LISTS)
+
+
+def device_names(c: str, patterns: str = "@devices@") -> str:
+    """The names of container `c`'s resources (limits, then requests) that match `patterns` with a
+    count other than 0, in order (gpus._resource_source reads them so)."""
+    return " + ".join(
+        f"((has({c}.resources) && has({c}.resources.{side})) ? {c}.resources.{side}.filter(k, k.contains('/') && "
+        f"{named('k', patterns)} && sign(quantity({c}.resources.{side}[k])) != 0) : [])"
+        for side in ("limits", "requests")
+    )
+
+
+# GPU_DEVICE_NODE (/dev/nvidia(\d+)\b, Python's Unicode \d and \b) in RE2, never looser: ASCII
+# digits then a boundary RE2 sees (it counts any non-ASCII character as one), or a non-ASCII
+# character after the ASCII digits (a Unicode digit Python's \d takes).
+_GKE_GPU: Final = (r"/dev/nvidia[0-9]+\b", r"/dev/nvidia[0-9]*[^\x00-\x7f]")
+
+
+def gets_gpu_container(c: str) -> str:
+    """gpus.source(c) is not None, without the cluster view (as an admission policy runs): a device
+    or companion resource with a count other than 0, a DRA claim, or a GKE device annotation
+    naming an NVIDIA device node. (KAI's fraction container is covered by GPU_POD's KAI_POD.)"""
+    gke = f"object.metadata.annotations[{lit(GKE_DEVICES)} + {c}.name]"
+    return (
+        f"(size({device_names(c)}) > 0 || size({device_names(c, '@companions@')}) > 0 || "
+        f"(has({c}.resources) && has({c}.resources.claims) && size({c}.resources.claims) > 0) || "
+        f"(has(object.metadata.annotations) && ({lit(GKE_DEVICES)} + {c}.name) in object.metadata.annotations && "
+        f"({' || '.join(f'{gke}.matches({lit(r)})' for r in _GKE_GPU)})))"
+    )
+
+
+def pinned_to(labels: str) -> str:
+    """PodView.pinned_to any of `labels` (a CEL list): nodeSelector, or a required node-affinity
+    expression with In or Exists (terms are ORed: one is enough to land there)."""
+    terms = "object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+    return (
+        f"((has(object.spec.nodeSelector) && object.spec.nodeSelector.exists(k, k in {labels})) || "
+        f"(has(object.spec.affinity) && has(object.spec.affinity.nodeAffinity) && "
+        "has(object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution) && "
+        f"type({terms}) == list && {terms}.exists(t, has(t.matchExpressions) && "
+        f"t.matchExpressions.exists(x, x.operator in ['In', 'Exists'] && x.key in {labels}))))"
+    )
+
+
+# gpus.gpu_pod without the cluster view: a container gets a GPU, the pod has DRA claims (any may
+# be a GPU), it is a KAI fraction pod, or it is pinned to GPU nodes (a GPU node label, a GPU
+# machine family).
+GPU_POD: Final = (
+    f"({every_container()}).exists(c, {gets_gpu_container('c')}) || "
+    "(has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0) || "
+    f"{KAI_POD} || {pinned_to('@nodeLabels@')} || "
+    f"(has(object.spec.nodeSelector) && {lit(INSTANCE_TYPE)} in object.spec.nodeSelector && "
+    f"@instanceTypes@.exists(p, object.spec.nodeSelector[{lit(INSTANCE_TYPE)}].startsWith(p)))"
+)
+
+
+# The characters str.upper() turns into each ASCII capital: its lower case, and these two (a
+# scan of every code point in tests/test_native_rules.py proves the table whole).
+UPPER_FROM: Final = {"I": "\u0131", "S": "\u017f"}
+# str.strip()'s whitespace (str.isspace), none above U+3000 (the same test scans for more).
+SPACE: Final = "".join(ch for ch in map(chr, range(0x3001)) if ch.isspace())
+
+
+def upper_pattern(words: Iterable[str]) -> str:
+    """An RE2 pattern for `s.strip().upper() in words` (ASCII capitals, digits and `_`): each
+    letter a class of what upper-cases to it, between runs of whitespace."""
+
+    def letter(ch: str) -> str:
+        if not ch.isalpha():
+            return ch
+        return "[" + ch + ch.lower() + UPPER_FROM.get(ch, "") + "]"
+
+    space = "[" + SPACE + "]*"
+    return "^" + space + "(" + "|".join("".join(map(letter, w)) for w in sorted(words)) + ")" + space + "$"
+
+
+def pod_vendor() -> str:
+    """gpus.pod_vendor's name, or '' for NVIDIA: the first other vendor, if on, whose resource
+    domain a container asks for, whose agent image one runs, or whose node label pins the pod."""
+    from .vendors import OTHERS
+
+    out = "''"
+    for v in reversed(OTHERS):
+        domains, images = literals(v.domains), literals(v.agent_images)
+        asks = " || ".join(
+            f"(has(c.resources.{side}) && c.resources.{side}.exists(k, {domains}.exists(d, k.startsWith(d))))"
+            for side in ("limits", "requests")
+        )
+        cond = (
+            f"(({every_container()}).exists(c, (has(c.image) && {images}.exists(a, c.image.startsWith(a))) || "
+            f"(has(c.resources) && ({asks}))) || {pinned_to(literals(v.node_labels))})"
+        )
+        out = f"((@{v.key}@ && {cond}) ? {lit(v.name)} : {out})"
+    return out

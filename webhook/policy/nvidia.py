@@ -44,7 +44,7 @@ NO_DEVICES: Final = NVIDIA.no_devices
 
 # The capability names the toolkit treats as "privileged" (it checks CAP_SYS_ADMIN in the
 # bounding set; Kubernetes accepts names with or without the CAP_ prefix, in any case).
-_PRIVILEGED_CAPS = frozenset({"SYS_ADMIN", "CAP_SYS_ADMIN", "ALL", "CAP_ALL"})
+PRIVILEGED_CAPS: Final = frozenset({"SYS_ADMIN", "CAP_SYS_ADMIN", "ALL", "CAP_ALL"})
 
 
 def grants_devices(value: str) -> bool:
@@ -54,7 +54,9 @@ def grants_devices(value: str) -> bool:
 
 
 def privileged_capability(cap: str) -> bool:
-    return cap.strip().upper() in _PRIVILEGED_CAPS
+    """Whether `cap` names a privileged capability, trimmed and in any case (Unicode's: str.upper
+    maps U+0131, dotless i, to I and U+017F, long s, to S, so cel.upper_pattern takes those too)."""
+    return cap.strip().upper() in PRIVILEGED_CAPS
 
 
 def prefix_reaches(prefix: str) -> tuple[str, ...]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Final
 
-from ..cel import KAI_CONTAINER_NAME, LISTS, present
+from ..cel import KAI_CONTAINER_NAME, LISTS, named, present
 from ..containers import Container
 from ..gpus import (
     is_companion,
@@ -112,21 +112,13 @@ def mutate_new_ephemeral(view: PodView, policy: Policy, existing: Collection[str
 # patch every pod alike, and tests/test_real_apiserver.py runs it in a real API server.
 
 
-def _cel_named(k: str, patterns: str) -> str:
-    """`k` matches one of `patterns`: [name, "", "="] exact, or [prefix, suffix, "*"] (one *)."""
-    return (
-        f"{patterns}.exists(p, p[2] == '=' ? {k} == p[0] : "
-        f"({k}.startsWith(p[0]) && {k}.endsWith(p[1]) && size({k}) >= size(p[0]) + size(p[1])))"
-    )
-
-
 def _cel_gpu(c: str) -> str:
     """plugin_env_gpu: a device or companion resource outside the other vendors' domains with a count
     other than 0, or KAI's container."""
     others = "!(" + " || ".join(f"k.startsWith('{d}')" for d in OTHER_DOMAINS) + ")"
     sides = " || ".join(
         f"(has({c}.resources.{side}) && {c}.resources.{side}.exists(k, k.contains('/') && {others} && "
-        f"({_cel_named('k', '@devices@')} || {_cel_named('k', '@companions@')}) && "
+        f"({named('k', '@devices@')} || {named('k', '@companions@')}) && "
         f"sign(quantity({c}.resources.{side}[k])) != 0))"
         for side in ("limits", "requests")
     )

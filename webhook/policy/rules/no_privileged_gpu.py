@@ -11,26 +11,32 @@ privileged one to a running pod.
 
 from __future__ import annotations
 
+from typing import Final
+
+from .. import cel
+from ..cel import LISTS, Check, lit
 from ..gpus import gpu_pod, pod_vendor, resource_hint
-from ..nvidia import privileged_capability
+from ..nvidia import PRIVILEGED_CAPS, privileged_capability
 from ..objects import PodView
-from ..rule import GPU_POD, Rule
+from ..rule import GPU_POD, NativeRule, Rule
 from ..types import Policy, Violation
 
 ID = "no-privileged-gpu"
+PRIVILEGED: Final = "is true in a GPU pod: a privileged container sees every GPU on the node"
+NVIDIA_CAP: Final = "the NVIDIA runtime treats it as privileged"
+VENDOR_CAP: Final = ("it reaches every ", " GPU of the node through its device files and driver interfaces")
+FIX: Final = ("remove securityContext.privileged (request the ", " you need instead)")
 
 
 def _why_cap(view: PodView, policy: Policy) -> str:
     vendor = pod_vendor(view, policy)
     if vendor.key == "nvidia":
-        return "the NVIDIA runtime treats it as privileged"
-    return f"it reaches every {vendor.name} GPU of the node through its device files and driver interfaces"
+        return NVIDIA_CAP
+    return vendor.name.join(VENDOR_CAP)
 
 
 def _fix(resource: str, policy: Policy) -> str:
-    if resource == policy.resource_name:
-        return "remove securityContext.privileged (request the GPUs you need instead)"
-    return f"remove securityContext.privileged (request the {resource} you need instead)"
+    return ("GPUs" if resource == policy.resource_name else resource).join(FIX)
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
@@ -43,7 +49,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
                 c.violation(
                     ID,
                     "securityContext.privileged",
-                    "is true in a GPU pod: a privileged container sees every GPU on the node",
+                    PRIVILEGED,
                     _fix(resource_hint(c, view, policy), policy),
                     "true",
                 )
@@ -62,6 +68,72 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     return out
 
 
+# ---- The CEL twin (a ValidatingAdmissionPolicy): per container list, the first container that is
+# privileged or adds a privileged capability, in a pod gpus.gpu_pod calls a GPU pod (without the
+# cluster view: every DRA claim may be a GPU, so the twin may be stricter, never looser).
+_CAP: Final = lit(cel.upper_pattern(PRIVILEGED_CAPS))
+
+
+def _privileged(c: str) -> str:
+    return f"(has({c}.securityContext) && has({c}.securityContext.privileged) && {c}.securityContext.privileged)"
+
+
+def _caps(c: str) -> str:
+    return f"{c}.securityContext.capabilities.add"
+
+
+def _bad_caps(c: str) -> str:
+    return (
+        f"(has({c}.securityContext) && has({c}.securityContext.capabilities) && "
+        f"has({c}.securityContext.capabilities.add) && {_caps(c)}.exists(x, x.matches({_CAP})))"
+    )
+
+
+def _hint(c: str) -> str:
+    """resource_hint: the device resource the container counts (the GPU resource first), else its
+    companion, else the GPU resource."""
+    devices, companions = cel.device_names(c), cel.device_names(c, "@companions@")
+    return (
+        f"('@resourceName@' in {devices} ? '@resourceName@' : (size({devices}) > 0 ? ({devices})[0] : "
+        f"(size({companions}) > 0 ? ({companions})[0] : '@resourceName@')))"
+    )
+
+
+def _native() -> NativeRule:
+    variables = [("gpuPod", cel.GPU_POD)]
+    checks = []
+    for kind in LISTS:
+        items, name = f"object.spec.{kind.field}", kind.field[0].upper() + kind.field[1:]
+        found = f"variables.privileged{name}"
+        variables.append(
+            (
+                f"privileged{name}",
+                f"{cel.present(kind.field)} ? lists.range(size({items})).filter(i, "
+                f"{_privileged(f'{items}[i]')} || {_bad_caps(f'{items}[i]')}) : []",
+            )
+        )
+        variables.append((f"first{name}", f"{items}[{found}[0]]"))
+        c = f"variables.first{name}"
+        variables.append((f"cap{name}", f"lists.range(size({_caps(c)})).filter(j, {_caps(c)}[j].matches({_CAP}))[0]"))
+        cap, hint = f"{_caps(c)}[variables.cap{name}]", _hint(c)
+        why = f"({cel.pod_vendor()})"
+        message = (
+            f"@prefix@ + {lit(ID + ' (' + kind.label + ' ' + chr(34))} + {c}.name + '\": spec.{kind.field}[' + "
+            f"string({found}[0]) + '].securityContext.' + ({_privileged(c)} ? "
+            f"('privileged ' + {lit(PRIVILEGED + '; fix: ' + FIX[0])} + ({hint} == '@resourceName@' ? 'GPUs' : "
+            f"{hint}) + {lit(FIX[1])}) : "
+            f"('capabilities.add[' + string(variables.cap{name}) + '] adds \"' + {cap} + '\" in a GPU pod: ' + "
+            f"({why} == '' ? {lit(NVIDIA_CAP)} : {lit(VENDOR_CAP[0])} + {why} + {lit(VENDOR_CAP[1])}) + "
+            f"'; fix: drop \"' + {cap} + '\" from capabilities.add')) + ')'"
+        )
+        # gpuPod only where a container is privileged: most pods never pay for it.
+        checks.append(Check(f"size({found}) == 0 ? true : !variables.gpuPod", message))
+    return NativeRule(tuple(variables), tuple(checks))
+
+
+NATIVE: Final = _native()
+
+
 RULE: Rule = Rule(
     id=ID,
     check=check,
@@ -71,6 +143,8 @@ RULE: Rule = Rule(
     "SYS_ADMIN as privileged too.",
     reads=("containers[*].securityContext", "containers[*].resources", "nodeSelector", "affinity"),
     triggers=GPU_POD,
+    native=NATIVE,
+    webhook_only="",
     example={
         "spec": {
             "containers": [
