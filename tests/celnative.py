@@ -42,10 +42,13 @@ def compile_isolation(values: dict[str, Any], tmp: Path) -> MutatingPolicy:
 
 
 def compile_validations(
-    values: dict[str, Any], tmp: Path, release: str = "gpu-policy"
+    values: dict[str, Any], tmp: Path, release: str = "gpu-policy", root: str = "pod"
 ) -> dict[str, tuple[ValidatingPolicy, list[str]]]:
-    """The chart's ValidatingAdmissionPolicies for these values (enforcement both, 1.36), by rule id,
-    each with its binding's validationActions."""
+    """The chart's ValidatingAdmissionPolicies for these values (enforcement both, 1.36) on one
+    root (cel.ROOTS: "pod", or a template path's words), by rule id, each with its binding's
+    validationActions."""
+    from webhook.policy import RULES
+
     docs = render({"enforcement": "both", **values}, kube_version="1.36.0", tmp=tmp)
     assert isinstance(docs, list)
     actions = {
@@ -53,15 +56,16 @@ def compile_validations(
         for d in docs
         if d["kind"] == "ValidatingAdmissionPolicyBinding"
     }
+    suffix = "" if root == "pod" else f"-{root}"
+    names = {f"{release}-{r.id}{suffix}": r.id for r in RULES}
     out = {}
     for d in docs:
-        if d["kind"] != "ValidatingAdmissionPolicy":
+        if d["kind"] != "ValidatingAdmissionPolicy" or d["metadata"]["name"] not in names:
             continue
         name, spec = d["metadata"]["name"], d["spec"]
-        rule = name.removeprefix(f"{release}-")
-        out[rule] = (
+        out[names[name]] = (
             ValidatingPolicy.compile(
-                rule,
+                names[name],
                 [(c["name"], c["expression"]) for c in spec["matchConditions"]],
                 [(v["name"], v["expression"]) for v in spec["variables"]],
                 [(v["expression"], v["messageExpression"]) for v in spec["validations"]],

@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from tests.apiserver import ApiServer
 from tests.celnative import ValidatingPolicy, compile_validations, request
 from tests.chart import find, render
-from tests.helpers import GPU, container, corpus, pod
+from tests.helpers import GPU, container, corpus, pod, wrap
 from tests.test_adversary import pods as adversary_pods
 from webhook.admission import mutate, validate
 from webhook.admission.review import parse
@@ -225,6 +225,12 @@ EDGE = {
     "cap-intel-agent": pod(
         container(caps=["SYS_ADMIN"], image="intel/intel-gpu-plugin:0.30.0", resources={"limits": {GPU: "1"}})
     ),
+    "host-pid-gpu": pod(container(gpu="1"), hostPID=True),
+    "host-ipc-gpu": pod(container(gpu="1"), hostIPC=True),
+    "host-both-pinned": pod(container(), hostPID=True, hostIPC=True, nodeSelector={"accelerator": "nvidia-a100"}),
+    "host-ipc-amd": pod(container(resources={"limits": {"amd.com/gpu": "1"}}), hostIPC=True),
+    "host-pid-cpu": pod(container(), hostPID=True),
+    "host-pid-false-gpu": pod(container(gpu="1"), hostPID=False),
     "privileged-amd-labelled": pod(
         container(privileged=True, resources={"limits": {"amd.com/gpu": "1"}}),
         nodeSelector={"amd.com/gpu.family": "AI"},
@@ -415,3 +421,88 @@ def test_the_capability_pattern_is_python_s_strip_and_upper_exactly() -> None:
     same()
     for cap in ("sys_admin", " CAP_SYS_ADMIN\t", "ſys_admın", "All", "cap_all"):
         assert pattern.search(cap) and privileged_capability(cap)
+
+
+TEMPLATE_KINDS = ("PodTemplate", "ReplicationController", "Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob")
+
+
+def _template_root(kind: str) -> Any:
+    from webhook.policy.cel import ROOTS
+    from webhook.policy.templates import BUILTIN
+
+    (path,) = BUILTIN[("apps" if kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet") else
+                       "batch" if kind in ("Job", "CronJob") else "", kind)].templates.paths  # fmt: skip
+    (root,) = [r for r in ROOTS if r.cel == "object." + ".".join(path)]
+    return root
+
+
+def as_template(p: dict[str, Any], kind: str) -> dict[str, Any]:
+    """A pod as the template of a built-in controller, its annotations kept (KAI's, GKE's)."""
+    obj = wrap(p, kind)
+    annotations = (p.get("metadata") or {}).get("annotations")
+    if annotations:
+        node: Any = obj
+        for key in _template_root(kind).cel.split(".")[1:]:
+            node = node[key]
+        node["metadata"]["annotations"] = dict(annotations)
+    return obj
+
+
+def agree_on_template(compiled: dict[str, Compiled], obj: dict[str, Any]) -> set[str]:
+    """A controller's template: its root's policies fail exactly where the webhook's /validate of
+    the controller finds the twinned rules violated; one finding, one sentence."""
+    root = _template_root(obj["kind"])
+    namespace = obj.get("metadata", {}).get("namespace") or "ml"
+    policy = from_mapping({"clusterVersion": "1.36"}, environ={}).policy
+    outcome = validate(parse(ApiServer.build(obj, namespace=namespace, user="alice")), policy)
+    found = [v for vs in outcome.verdict.by_mode.values() for v in vs] if outcome.verdict else []
+    vaps = compiled[root.name]
+    webhook = {v.rule for v in found if v.rule in vaps}
+    failures = {rule: vap.failures(obj, request(namespace, "alice")) for rule, (vap, _a) in vaps.items()}
+    native = {rule for rule, messages in failures.items() if messages}
+    assert native == webhook, (obj["kind"], failures, [v.describe() for v in found])
+    denied = outcome.verdict.of(Mode.DENY) if outcome.verdict else []
+    if len(denied) == 1 and denied[0].rule in vaps:
+        assert outcome.message.endswith(failures[denied[0].rule][0].split("GPU policy: ", 1)[1]), obj
+    return native
+
+
+@pytest.fixture(scope="module")
+def on_templates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Compiled]:
+    from webhook.policy.cel import ROOTS
+
+    tmp = tmp_path_factory.mktemp("templates")
+    return {r.name: compile_validations({}, tmp, root=r.name) for r in ROOTS if r.name != "pod"}
+
+
+def test_every_built_in_controller_template_is_judged_as_the_webhook_judges_it(
+    on_templates: dict[str, Compiled],
+) -> None:
+    """Issue 35: one policy per rule and built-in template path (PodTemplate, the spec.template of
+    Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs and ReplicationControllers, a
+    CronJob's jobTemplate). Every corpus controller, and every edge shape as the template of each
+    root (and of a DaemonSet, whose fixes lead with the node agent's exemption): the same rules
+    fire as in the workloads webhook, with the same sentence."""
+    assert sorted(on_templates) == ["spec-jobtemplate-spec-template", "spec-template", "template"]
+    assert all(sorted(c) == TWINS for c in on_templates.values())
+    compared = fired = 0
+    for obj in corpus().values():
+        if obj.get("kind") in TEMPLATE_KINDS and obj.get("apiVersion") in ("v1", "apps/v1", "batch/v1"):
+            fired += bool(agree_on_template(on_templates, obj))
+            compared += 1
+    for p in EDGE.values():
+        if "containers" not in p["spec"]:
+            continue
+        for kind in ("PodTemplate", "Deployment", "DaemonSet", "CronJob"):  # each root, and a node agent's kind
+            fired += bool(agree_on_template(on_templates, as_template(p, kind)))
+            compared += 1
+    print(f"\ntemplates: {compared} controllers compared, {fired} refused by both alike")
+    assert compared > 300 and fired > 200
+
+
+def test_a_template_policy_lets_a_deleting_controller_go(on_templates: dict[str, Compiled]) -> None:
+    bad = as_template(EDGE["privileged-gpu"], "Deployment")
+    (vap, _actions) = on_templates["spec-template"]["no-privileged-gpu"]
+    assert vap.failures(bad, request("ml", "alice", "UPDATE"))
+    bad["metadata"]["deletionTimestamp"] = "2026-12-02T10:00:00Z"
+    assert vap.failures(bad, request("ml", "alice", "UPDATE")) == []

@@ -220,6 +220,11 @@ def pods_of(obj: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": copy.deepcopy(template["spec"])}]
 
 
+CONTROLLERS = {
+    ("v1", "PodTemplate"), ("v1", "ReplicationController"), ("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet"),
+    ("apps/v1", "StatefulSet"), ("apps/v1", "DaemonSet"), ("batch/v1", "Job"), ("batch/v1", "CronJob"),
+}  # fmt: skip
+ROOT_OF = {"PodTemplate": "template", "Deployment": "spec-template", "CronJob": "spec-jobtemplate-spec-template"}
 RULE_POLICIES = [0]  # how many ValidatingAdmissionPolicies the latency was measured with
 SAID: dict[str, str] = {}  # what the real API server said, printed for the closing notes
 LATENCY: dict[str, float] = {}  # p50 of a dry-run pod create, by what admission it went through
@@ -365,6 +370,7 @@ def _create_all(real_api: RealApi, docs: list[dict[str, Any]], kinds: tuple[str,
     return created
 
 
+@pytest.mark.timeout(600)
 def test_native_rules_in_the_real_api_server_with_no_webhook(
     real_api: RealApi, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
@@ -445,6 +451,44 @@ def test_native_rules_in_the_real_api_server_with_no_webhook(
         if "several" in SAID:
             print("what the API server says when two policies deny one pod:", SAID["several"])
         assert compared > 40 and denied >= 10
+        # The built-in controllers' templates, through the policies of their template paths.
+        from tests.test_native_rules import as_template
+        from webhook.policy.templates import BUILTIN
+
+        by_root = {r: compile_validations({}, tmp, root=r) for r in ROOT_OF.values()}
+        controllers = [o for o in corpus().values() if (o.get("apiVersion"), o.get("kind")) in CONTROLLERS]
+        controllers += [
+            as_template(p, k)
+            for p in EDGE.values()
+            if "containers" in p["spec"]
+            for k in ("Deployment", "CronJob", "PodTemplate")
+        ]
+        judged = refused_t = 0
+        for obj in controllers:
+            obj = copy.deepcopy(obj)
+            obj["metadata"] = {**obj.get("metadata", {}), "namespace": "ml", "name": f"t{judged}"}
+            group, kind = (obj["apiVersion"].rpartition("/")[0], obj["kind"])
+            plural = BUILTIN[(group, kind)].plural
+            base = f"/apis/{obj['apiVersion']}" if group else "/api/v1"
+            code, body, _ = real_api.call("POST", f"{base}/namespaces/ml/{plural}?dryRun=All", obj)
+            root = ROOT_OF.get(kind, "spec-template")
+            expected = {rule: vap.failures(obj, request("ml", "admin")) for rule, (vap, _a) in by_root[root].items()}
+            expected = {rule: m for rule, m in expected.items() if m}
+            message = body.get("message", "")
+            ours = {rule for rule in by_root[root] if f"'gpu-policy-{rule}-{root}'" in message}
+            if code == 201:
+                assert not expected, (kind, expected)
+            elif not ours:
+                assert "AdmissionPolicy" not in message, (kind, message)
+                continue
+            else:
+                assert code == 403 and len(ours) == 1 and ours <= set(expected), (kind, message, expected)
+                (rule,) = ours
+                assert message.endswith(f"denied request: {expected[rule][0]}"), (kind, message, expected)
+                refused_t += 1
+            judged += 1
+        print(f"native rules on templates: {judged} controllers judged as cel-python judges them, {refused_t} refused")
+        assert judged > 100 and refused_t > 50
         # kubectl debug during the outage: a debug container that asks for the node's GPUs is refused.
         trainer = pod(c("train", resources={"limits": {"nvidia.com/gpu": 1}}))
         trainer["metadata"] = {"name": "debugged-rules", "namespace": "ml"}

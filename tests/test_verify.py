@@ -25,6 +25,7 @@ from tests.chart import render
 from tests.helpers import GPU, GPU_TAINT, ROOT, T4_LABELS, Server, node
 from tests.kubeapi import KubeApi, status
 from tests.kubelet import cluster, device_plugin
+from webhook.policy import RULES
 
 
 @pytest.fixture
@@ -163,9 +164,13 @@ def test_native_policies_are_checked_where_the_api_server_has_them(
         assert isinstance(docs, list)
         policy = next(d for d in docs if d["kind"] == "MutatingAdmissionPolicy")
         binding = next(d for d in docs if d["kind"] == "MutatingAdmissionPolicyBinding")
-        rules = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"]
-        rule_bindings = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding"]
-        assert len(rules) == len(rule_bindings) >= 2
+        twins = [r.id for r in RULES if r.native is not None]
+
+        def on_pods(kind: str) -> list[dict[str, Any]]:  # the Pods' policies (verify checks those)
+            return [d for d in docs if d["kind"] == kind and d["metadata"]["name"].endswith(tuple(twins))]
+
+        rules, rule_bindings = on_pods("ValidatingAdmissionPolicy"), on_pods("ValidatingAdmissionPolicyBinding")
+        assert len(rules) == len(rule_bindings) == len(twins) >= 3
 
         def native() -> dict[str, dict[str, Any]]:
             r = verify(api, tmp_path, "-o", "json")

@@ -15,8 +15,9 @@ import re
 from collections.abc import Callable
 from typing import Final
 
+from ..policy.cel import Root
 from ..policy.engine import DENY_PREFIX, WARN_PREFIX
-from ..policy.vendors import OTHERS, Vendor
+from ..policy.vendors import NVIDIA, OTHERS, Vendor
 
 
 def _joined(configured: str, theirs: Callable[[Vendor], tuple[str, ...]]) -> str:
@@ -42,6 +43,13 @@ VALUES: Final = {
     + _joined("(prepend $p.gpuNodeLabels $p.acceleratorNodeSelector.labelKey)", lambda v: v.node_labels)
     + ")",
     "instanceTypes": "(toJson $p.gpuInstanceTypes)",
+    "agentImages": f"(toJson {_joined('$p.nodeAgentImages', lambda v: v.agent_images)})",
+    # Node-wide resources count only where another vendor is on (gpus.node_agent).
+    "nodeWide": "(toJson (ternary "
+    + _joined(f"(list {' '.join(json.dumps(n) for n in NVIDIA.node_wide)})", lambda v: v.node_wide)
+    + " (list) (or "
+    + " ".join(f"$p.vendors.{v.key}.enabled" for v in OTHERS)
+    + ")))",
     "intel": '(ternary "true" "false" $p.vendors.intel.enabled)',
     "kai": '(ternary "true" "false" $p.integrations.kai.enabled)',
     "amdIsolate": '(ternary "true" "false" (and $p.vendors.amd.enabled $p.vendors.amd.isolate))',
@@ -76,43 +84,75 @@ def _block(cel: str, indent: int) -> str:
     return "|-\n" + " " * indent + cel
 
 
+def _resource_rules(root: Root) -> str:
+    """A root's matchConstraints.resourceRules: Pods on create and `kubectl debug`'s ephemeral
+    containers; a template on create and update (an update that keeps a deny-mode violation is
+    refused too: the pods it would make are refused anyway)."""
+    if root.name == "pod":
+        return (
+            '- apiGroups: [""]\n  apiVersions: ["v1"]\n  operations: ["CREATE"]\n  resources: ["pods"]\n'
+            '- apiGroups: [""]\n  apiVersions: ["v1"]\n  operations: ["UPDATE"]\n'
+            '  resources: ["pods/ephemeralcontainers"]\n'
+        )
+    groups: dict[str, list[str]] = {}
+    for group, plural in root.resources:
+        groups.setdefault(group, []).append(plural)
+    return "".join(
+        f'- apiGroups: ["{group}"]\n  apiVersions: ["v1"]\n  operations: ["CREATE", "UPDATE"]\n'
+        f"  resources: [{', '.join(json.dumps(p) for p in plurals)}]\n"
+        for group, plurals in groups.items()
+    )
+
+
 def _rules() -> str:
-    """Per rule with a twin, the body of its ValidatingAdmissionPolicy (matchConditions, variables,
-    validations), over a dict of Values, Release and its mode; and the list of their ids, which
-    templates/admissionpolicies.yaml ranges over."""
+    """Per rule with a twin and per root (Pods, each built-in template path), the body of its
+    ValidatingAdmissionPolicy (matchConditions, variables, validations), over a dict of Values,
+    Release and its mode; the lists of rule ids and roots, which templates/admissionpolicies.yaml
+    ranges over; each root's resource rules."""
     from ..policy import RULES
-    from ..policy.cel import ACTIONS, EXEMPTIONS
+    from ..policy.cel import ACTIONS, EXEMPTIONS, NOT_DELETING, ROOTS, rooted
 
     twins = [r for r in RULES if r.native is not None]
     actions = " ".join(f'"{mode}" "{action}"' for mode, action in ACTIONS.items())
     out = (
         "{{/* The rules with a CEL twin: each is a ValidatingAdmissionPolicy in enforcement both or native. */}}\n"
         f'{{{{- define "gpu-policy.nativeRuleIds" -}}}}{" ".join(r.id for r in twins)}{{{{- end -}}}}\n\n'
+        "{{/* Where the pods they judge are: Pods, and the built-in controllers' templates. */}}\n"
+        f'{{{{- define "gpu-policy.nativeRoots" -}}}}{" ".join(root.name for root in ROOTS)}{{{{- end -}}}}\n\n'
         "{{/* A mode (the context) as its binding's validationActions. */}}\n"
         f'{{{{- define "gpu-policy.validationAction" -}}}}{{{{ get (dict {actions}) . }}}}{{{{- end -}}}}\n\n'
     )
+    for root in ROOTS:
+        out += (
+            f'{{{{- define "gpu-policy.nativeResources.{root.name}" -}}}}\n{_resource_rules(root).rstrip()}\n'
+            "{{- end -}}\n\n"
+        )
     for r in twins:
         assert r.native is not None
-        lines = [
-            f"{{{{/* {r.id}, in the API server: the CEL twin in webhook/policy/rules. */}}}}",
-            f'{{{{- define "gpu-policy.native.{r.id}" -}}}}',
-            "{{- $p := .Values.policy -}}",
-            "matchConditions:",
-        ]
-        for name, cel in EXEMPTIONS:
-            lines += [f"  - name: {name}", f"    expression: {_block(helm(cel), 6)}"]
-        lines.append("variables:")
-        for name, cel in r.native.variables:
-            lines += [f"  - name: {name}", f"    expression: {_block(helm(cel), 6)}"]
-        lines.append("validations:")
-        for check in r.native.checks:
-            lines += [
-                f"  - expression: {_block(helm(check.expression), 6)}",
-                f"    messageExpression: {_block(helm(check.message), 6)}",
-                "    reason: Forbidden",
+        for root in ROOTS:
+            conditions = [(name, rooted(cel, root)) for name, cel in EXEMPTIONS]
+            if root.name != "pod":
+                conditions.append(NOT_DELETING)
+            lines = [
+                f"{{{{/* {r.id} on {root.path}, in the API server: the CEL twin in webhook/policy/rules. */}}}}",
+                f'{{{{- define "gpu-policy.native.{r.id}.{root.name}" -}}}}',
+                "{{- $p := .Values.policy -}}",
+                "matchConditions:",
             ]
-        lines += ["{{- end -}}", ""]
-        out += "\n".join(lines) + "\n"
+            for name, cel in conditions:
+                lines += [f"  - name: {name}", f"    expression: {_block(helm(cel), 6)}"]
+            lines.append("variables:")
+            for name, cel in r.native.variables:
+                lines += [f"  - name: {name}", f"    expression: {_block(helm(rooted(cel, root)), 6)}"]
+            lines.append("validations:")
+            for check in r.native.checks:
+                lines += [
+                    f"  - expression: {_block(helm(rooted(check.expression, root)), 6)}",
+                    f"    messageExpression: {_block(helm(rooted(check.message, root)), 6)}",
+                    "    reason: Forbidden",
+                ]
+            lines += ["{{- end -}}", ""]
+            out += "\n".join(lines) + "\n"
     return out
 
 

@@ -26,7 +26,7 @@ from typing import Any, Final
 from ..admission import Outcome
 from ..admission.review import Request
 from ..policy import Mode, Policy, Violation
-from ..policy.cel import EXEMPTIONS
+from ..policy.cel import EXEMPTIONS, ROOTS, rooted
 from ..policy.engine import DENY_PREFIX, WARN_PREFIX
 from ..policy.quantity import parse_quantity
 from ..policy.rule import NativeMutation, Rule
@@ -53,6 +53,8 @@ VALUES: Final[dict[str, Callable[[Policy], str]]] = {
     "nodeLabels": lambda p: json.dumps(list(dict.fromkeys((p.accelerator_label, *p.gpu_node_labels)))),
     "instanceTypes": lambda p: json.dumps(list(p.gpu_instance_types)),
     "intel": lambda p: "true" if INTEL in p.vendors else "false",
+    "agentImages": lambda p: json.dumps(list(p.node_agent_images)),
+    "nodeWide": lambda p: json.dumps([n for v in p.vendors for n in v.node_wide] if len(p.vendors) > 1 else []),
     "kai": lambda p: "true" if p.kai else "false",
     "amdIsolate": lambda p: "true" if p.amd_isolate else "false",
     "kaiSchedulers": lambda p: json.dumps(sorted(p.kai_schedulers)),
@@ -267,13 +269,19 @@ class ValidatingPolicy:
 
     @classmethod
     def of(cls, rule: Rule, policy: Policy) -> ValidatingPolicy:
+        """The rule's policy on Pods (the one `check --engine cel` runs: a template's verdict is
+        the workloads webhook's, which its policies agree with: tests/test_native_rules.py)."""
         assert rule.native is not None
-        mode = policy.mode(rule.id)
+        mode, pod = policy.mode(rule.id), ROOTS[0]
+
+        def cel(text: str) -> str:
+            return render(rooted(text, pod), policy, mode)
+
         return cls.compile(
             rule.id,
-            [(n, render(c, policy)) for n, c in EXEMPTIONS],
-            [(n, render(c, policy)) for n, c in rule.native.variables],
-            [(render(c.expression, policy, mode), render(c.message, policy, mode)) for c in rule.native.checks],
+            [(n, cel(c)) for n, c in EXEMPTIONS],
+            [(n, cel(c)) for n, c in rule.native.variables],
+            [(cel(c.expression), cel(c.message)) for c in rule.native.checks],
         )
 
     def failures(self, obj: dict[str, Any], request: dict[str, Any], old: dict[str, Any] | None = None) -> list[str]:
@@ -320,8 +328,8 @@ def request_of(namespace: str, user: str, operation: str = "CREATE", sub_resourc
 # The sentence every message has (types.Violation.describe), read back from a twin's message so
 # a native finding is reported like the webhook's (text, JSON, JUnit, SARIF).
 _SENTENCE: Final = re.compile(
-    r"(?:violates|would violate) GPU policy: (?P<rule>[a-z0-9-]+) \((?P<label>(?:init |ephemeral )?container) "
-    r'"(?P<name>[^"]*)": (?P<path>\S+) (?P<detail>.*); fix: (?P<fix>.*)\)',
+    r"(?:violates|would violate) GPU policy: (?P<rule>[a-z0-9-]+) \((?:(?P<label>(?:init |ephemeral )?container) "
+    r'"(?P<name>[^"]*)"|(?P<scope>pod)): (?P<path>\S+) (?P<detail>.*); fix: (?P<fix>.*)\)',
     re.S,
 )
 
@@ -331,6 +339,8 @@ def violation_of(rule: str, message: str) -> Violation:
     m = _SENTENCE.fullmatch(message)
     if m is None or m["rule"] != rule:
         return Violation(rule, "spec", message, "see the rule's documentation")
+    if m["scope"]:
+        return Violation(rule, m["path"], m["detail"], m["fix"], scope=m["scope"])
     return Violation(rule, m["path"], m["detail"], m["fix"], m["name"], m["label"])
 
 

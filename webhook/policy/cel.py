@@ -17,11 +17,12 @@ parameter object.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from .gpus import GKE_DEVICES, INSTANCE_TYPE, KAI_CONFIG_MAP, KAI_CONTAINER, KAI_FRACTION, KAI_MEMORY
+from .gpus import AGENT_EXEMPTS, GKE_DEVICES, INSTANCE_TYPE, KAI_CONFIG_MAP, KAI_CONTAINER, KAI_FRACTION, KAI_MEMORY
 from .nvidia import VISIBLE_DEVICES
 from .types import ContainerKind, Mode
 
@@ -148,7 +149,7 @@ def env_checks(
             + ")"
         )
 
-    out, checks = list(variables), []
+    out, checks = [*variables, ("nodeAgent", NODE_AGENT)], []
     for kind in LISTS:
         items, name = f"object.spec.{kind.field}", _name(kind)
         c = f"{items}[i]"
@@ -163,7 +164,7 @@ def env_checks(
         first = f"variables.bad{name}[0]"
         out.append((f"entry{name}", f"{items}[{first}[0]].env[{first}[1]]"))
         e = f"variables.entry{name}"
-        at = f"'spec.{kind.field}[' + string({first}[0]) + ']'"
+        at = f"'@path@.{kind.field}[' + string({first}[0]) + ']'"
         value = f"(has({e}.value) ? {e}.value : '')"
         words = " : ".join(
             f"{g.match(f'{e}.name')} ? (has({e}.valueFrom) ? ('sets ' + {e}.name + "
@@ -173,7 +174,8 @@ def env_checks(
         fixes = " : ".join(f"{g.match(f'{e}.name')} ? ({g.fix(f'{e}.name')})" for g in families)
         message = (
             f"@prefix@ + {lit(rule + ' (' + kind.label + ' ' + chr(34))} + {items}[{first}[0]].name + '\": ' + {at} "
-            f"+ '.env[' + string({first}[1]) + '] ' + ({words} : '') + '; fix: ' + ({fixes} : '') + ')'"
+            f"+ '.env[' + string({first}[1]) + '] ' + ({words} : '') + '; fix: ' + {agent_lead()} "
+            f"+ ({fixes} : '') + ')'"
         )
         checks.append(Check(f"size(variables.bad{name}) == 0", message))
     return tuple(out), tuple(checks)
@@ -239,16 +241,67 @@ def pinned_to(labels: str) -> str:
     )
 
 
+# gpus.pinned_to_gpu_nodes: a GPU node label (nodeSelector, required affinity), a GPU machine family.
+PINNED_TO_GPU_NODES: Final = (
+    f"({pinned_to('@nodeLabels@')} || "
+    f"(has(object.spec.nodeSelector) && {lit(INSTANCE_TYPE)} in object.spec.nodeSelector && "
+    f"@instanceTypes@.exists(p, object.spec.nodeSelector[{lit(INSTANCE_TYPE)}].startsWith(p))))"
+)
+
 # gpus.gpu_pod without the cluster view: a container gets a GPU, the pod has DRA claims (any may
-# be a GPU), it is a KAI fraction pod, or it is pinned to GPU nodes (a GPU node label, a GPU
-# machine family).
+# be a GPU), it is a KAI fraction pod, or it is pinned to GPU nodes.
 GPU_POD: Final = (
     f"({every_container()}).exists(c, {gets_gpu_container('c')}) || "
     "(has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0) || "
-    f"{KAI_POD} || {pinned_to('@nodeLabels@')} || "
-    f"(has(object.spec.nodeSelector) && {lit(INSTANCE_TYPE)} in object.spec.nodeSelector && "
-    f"@instanceTypes@.exists(p, object.spec.nodeSelector[{lit(INSTANCE_TYPE)}].startsWith(p)))"
+    f"{KAI_POD} || {PINNED_TO_GPU_NODES}"
 )
+
+# The pod's service account, as PodView reads it (serviceAccountName, its deprecated alias, default).
+SERVICE_ACCOUNT: Final = (
+    "(has(object.spec.serviceAccountName) ? object.spec.serviceAccountName : "
+    "(has(object.spec.serviceAccount) ? object.spec.serviceAccount : 'default'))"
+)
+
+
+def _node_wide(c: str) -> str:
+    """gpus.node_wide(c) is not None: a count other than 0 of a vendor's node-wide resource
+    (@nodeWide@ is empty unless another vendor is on, as gpus.node_agent asks)."""
+    return " || ".join(
+        f"(has({c}.resources) && has({c}.resources.{side}) && {c}.resources.{side}.exists(k, k in @nodeWide@ && "
+        f"sign(quantity({c}.resources.{side}[k])) != 0))"
+        for side in ("limits", "requests")
+    )
+
+
+def _zero_request(c: str) -> str:
+    """gpus.zero_request(c) is not None: an explicit 0 of a GPU device resource."""
+    return " || ".join(
+        f"(has({c}.resources) && has({c}.resources.{side}) && {c}.resources.{side}.exists(k, k.contains('/') && "
+        f"{named('k', '@devices@')} && sign(quantity({c}.resources.{side}[k])) == 0))"
+        for side in ("limits", "requests")
+    )
+
+
+# gpus.node_agent: one copy per node (hostPID, a DaemonSet's template or pod) that asks the device
+# plugin for no GPU (a node-wide resource aside) and is there for the GPUs: a node-wide resource,
+# pinned to GPU nodes, an agent image, or an explicit 0 of a GPU resource.
+NODE_AGENT: Final = (
+    "(((has(object.spec.hostPID) && object.spec.hostPID) || object.kind == 'DaemonSet' || "
+    "(has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(r, "
+    "has(r.controller) && r.controller && r.kind == 'DaemonSet'))) && "
+    f"!({every_container()}).exists(c, ({gets_gpu_container('c')} || c.name == ({KAI_CONTAINER_NAME})) && "
+    f"!({_node_wide('c')})) && "
+    f"(({every_container()}).exists(c, {_node_wide('c')} || {_zero_request('c')} || "
+    "(has(c.image) && @agentImages@.exists(a, c.image.startsWith(a)))) || "
+    f"{PINNED_TO_GPU_NODES}))"
+)
+
+
+def agent_lead() -> str:
+    """CEL of what engine.pod_violations puts before every fix of a node agent (needs the variable
+    nodeAgent, NODE_AGENT): the exemption the platform can grant it, or ''."""
+    account = f"(request.namespace != '' ? request.namespace : '<namespace>') + '/' + {SERVICE_ACCOUNT}"
+    return f"(variables.nodeAgent ? {lit(AGENT_EXEMPTS[0])} + {account} + {lit(AGENT_EXEMPTS[1])} : '')"
 
 
 # The characters str.upper() turns into each ASCII capital: its lower case, and these two (a
@@ -289,3 +342,60 @@ def pod_vendor() -> str:
         )
         out = f"((@{v.key}@ && {cond}) ? {lit(v.name)} : {out})"
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class Root:
+    """Where the pod a twin judges is: the Pod itself, or a built-in controller's pod template.
+    Twins are written for a Pod (`object.spec`, `object.metadata`, `@path@` in messages);
+    `rooted` moves them onto a template, so a Deployment is judged by the same CEL."""
+
+    name: str  # "pod", or the template path's words (a template policy's name ends with them)
+    cel: str  # CEL of the object holding spec and metadata
+    path: str  # the pod spec's field path in messages
+    resources: tuple[tuple[str, str], ...]  # (API group, plural) the policy matches
+
+
+def _roots() -> tuple[Root, ...]:
+    """Pods, then one root per template path of the built-in controllers (templates.WORKLOADS),
+    so Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs and ReplicationControllers share
+    one policy per rule. Custom resources' templates sit in lists and maps (`[*]`, `*`), which a
+    twin's container-list variables cannot range over: the workloads webhook keeps them."""
+    from .templates import WORKLOADS
+
+    by_path: dict[tuple[str, ...], list[tuple[str, str]]] = {}
+    for w in WORKLOADS:
+        if w.kind != "Pod" and w.templates.required:
+            (path,) = w.templates.paths
+            by_path.setdefault(path, []).append((w.group, w.plural))
+    out = [Root("pod", "object", "spec", (("", "pods"),))]
+    for path, resources in by_path.items():
+        assert not any("*" in key for key in path), path
+        out.append(
+            Root("-".join(path).lower(), "object." + ".".join(path), ".".join((*path, "spec")), tuple(resources))
+        )
+    return tuple(out)
+
+
+ROOTS: Final = _roots()
+# A template policy's extra condition: finalizers must be removable from anything being deleted
+# (decide.validate skips such updates too). It reads the controller's own metadata: not rooted.
+NOT_DELETING: Final = ("not-being-deleted", "!has(object.metadata.deletionTimestamp)")
+
+
+def rooted(cel: str, root: Root) -> str:
+    """A twin's CEL with its pod at `root`: `object.spec.` and `object.metadata.` become the
+    template's (whose metadata may be absent, so `has()` of its annotations is guarded), and
+    `@path@` becomes the pod spec's field path in messages."""
+    if root.cel != "object":
+
+        def move(m: re.Match[str]) -> str:
+            if m[1] is None:
+                return f"(has({root.cel}.metadata) && has({root.cel}.metadata.annotations))"
+            return f"{root.cel}.{m[1]}."
+
+        cel = _ROOTED.sub(move, cel)  # one pass: what it writes is never rewritten again
+    return cel.replace("@path@", root.path)
+
+
+_ROOTED: Final = re.compile(r"has\(object\.metadata\.annotations\)|\bobject\.(spec|metadata)\.")

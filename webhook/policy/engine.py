@@ -10,7 +10,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from .gpus import agent_account, is_companion, is_device, node_agent
+from .gpus import AGENT_EXEMPTS, AGENT_LEAD, agent_account, is_companion, is_device, node_agent
 from .mutations import isolate_non_gpu
 from .nodes import view_of_nodes
 from .objects import PodView, build_views, find_templates
@@ -30,7 +30,6 @@ OBJECT_RULES_BY_KIND: Final[dict[tuple[str, str], tuple[ObjectRule, ...]]] = {
 }
 
 NODE_AGENT: Final = "gpu-node-agent"
-AGENT_LEAD: Final = "if this is a trusted GPU node agent"  # a fix that offers the exemption first
 DENY_PREFIX: Final = "violates GPU policy: "
 WARN_PREFIX: Final = "would violate GPU policy: "
 
@@ -80,11 +79,7 @@ def pod_violations(pod: PodView, policy: Policy) -> list[Violation]:
 def _agent_fix(v: Violation, pod: PodView) -> Violation:
     if v.rule == NODE_AGENT or v.fix.startswith(AGENT_LEAD):  # its fix is the exemption already
         return v
-    account = agent_account(pod)
-    fix = (
-        f'{AGENT_LEAD}, the platform exempts it: "{account}" in exemptServiceAccounts '
-        f"(or its namespace in exemptNamespaces); otherwise {v.fix}"
-    )
+    fix = agent_account(pod).join(AGENT_EXEMPTS) + v.fix
     return Violation(v.rule, v.path, v.detail, fix, v.container, v.container_kind, v.value, v.scope)
 
 

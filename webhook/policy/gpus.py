@@ -391,6 +391,14 @@ def node_wide(c: Container, policy: Policy) -> tuple[str, str, Vendor] | None:
     return None
 
 
+AGENT_LEAD: Final = "if this is a trusted GPU node agent"  # a fix that offers the exemption first
+# A node agent's fix, around its exemptServiceAccounts entry and before the rule's own fix.
+AGENT_EXEMPTS: Final = (
+    f'{AGENT_LEAD}, the platform exempts it: "',
+    '" in exemptServiceAccounts (or its namespace in exemptNamespaces); otherwise ',
+)
+
+
 def agent_account(view: PodView) -> str:
     """The exemptServiceAccounts entry that would exempt `view` (namespace/serviceAccount)."""
     return f"{view.namespace or '<namespace>'}/{view.service_account}"

@@ -6,46 +6,68 @@ Allowed values: false or absent. Monitoring agents that need this run in exempt 
 
 from __future__ import annotations
 
+from typing import Final
+
+from .. import cel
+from ..cel import Check, lit
 from ..gpus import gpu_pod, pod_vendor
 from ..objects import PodView
-from ..rule import GPU_POD, Rule
+from ..rule import GPU_POD, NativeRule, Rule
 from ..types import Policy, Violation
+from ..vendors import AMD
 
 ID = "no-host-namespaces-gpu"
+# AMD's configuration guide suggests hostIPC for non-privileged pods; ROCm needs it only to share
+# memory with processes outside the pod.
+AMD_IPC_FIX: Final = (
+    "remove hostIPC: ROCm's processes in one pod share memory through the pod's own IPC namespace "
+    "(mount an emptyDir with medium: Memory at /dev/shm for more)"
+)
+FIELDS: Final = (("hostPID", "the node's processes"), ("hostIPC", "the node's shared memory"))
+
+
+def _detail(what: str) -> str:
+    return f"is true in a GPU pod: it exposes {what}, including other GPU workloads"
 
 
 def _fix(field: str, view: PodView, policy: Policy) -> str:
-    if field == "hostIPC" and pod_vendor(view, policy).key == "amd":
-        # AMD's configuration guide suggests hostIPC for non-privileged pods; ROCm needs it only
-        # to share memory with processes outside the pod.
-        return (
-            "remove hostIPC: ROCm's processes in one pod share memory through the pod's own IPC namespace "
-            "(mount an emptyDir with medium: Memory at /dev/shm for more)"
-        )
+    if field == "hostIPC" and pod_vendor(view, policy).key == AMD.key:
+        return AMD_IPC_FIX
     return f"remove {field}"
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
-    flagged = [
-        (field, what)
-        for field, on, what in [
-            ("hostPID", view.host_pid, "the node's processes"),
-            ("hostIPC", view.host_ipc, "the node's shared memory"),
-        ]
-        if on
-    ]
+    flagged = [(field, what) for (field, what), on in zip(FIELDS, (view.host_pid, view.host_ipc), strict=True) if on]
     if not flagged or not gpu_pod(view, policy):
         return []
     return [
         Violation(
             rule=ID,
             path=f"{view.path}.{field}",
-            detail=f"is true in a GPU pod: it exposes {what}, including other GPU workloads",
+            detail=_detail(what),
             fix=_fix(field, view, policy),
             value="true",
         )
         for field, what in flagged
     ]
+
+
+# ---- The CEL twin (a ValidatingAdmissionPolicy): one validation per field, gpus.gpu_pod as in
+# no-privileged-gpu (evaluated only where the field is set).
+def _check(field: str, what: str) -> Check:
+    fix = lit(f"remove {field}")
+    if field == "hostIPC":
+        fix = f"(({cel.pod_vendor()}) == {lit(AMD.name)} ? {lit(AMD_IPC_FIX)} : {fix})"
+    head = f"{ID} (pod: @path@.{field} {_detail(what)}; fix: "
+    return Check(
+        f"(has(object.spec.{field}) && object.spec.{field}) ? !variables.gpuPod : true",
+        f"@prefix@ + {lit(head)} + {cel.agent_lead()} + {fix} + ')'",
+    )
+
+
+NATIVE: Final = NativeRule(
+    (("gpuPod", cel.GPU_POD), ("nodeAgent", cel.NODE_AGENT)), tuple(_check(field, what) for field, what in FIELDS)
+)
 
 
 RULE: Rule = Rule(
@@ -56,5 +78,7 @@ RULE: Rule = Rule(
     "node; with host IPC it reaches their shared memory (CUDA IPC and NCCL use it).",
     reads=("hostPID", "hostIPC", "containers[*].resources", "nodeSelector", "affinity"),
     triggers=GPU_POD,
+    native=NATIVE,
+    webhook_only="",
     example={"spec": {"hostPID": True, "containers": [{"name": "t", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}},
 )

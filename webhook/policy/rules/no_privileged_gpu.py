@@ -100,8 +100,8 @@ def _hint(c: str) -> str:
 
 
 def _native() -> NativeRule:
-    variables = [("gpuPod", cel.GPU_POD)]
-    checks = []
+    variables = [("gpuPod", cel.GPU_POD), ("nodeAgent", cel.NODE_AGENT)]
+    checks, lead = [], cel.agent_lead()
     for kind in LISTS:
         items, name = f"object.spec.{kind.field}", kind.field[0].upper() + kind.field[1:]
         found = f"variables.privileged{name}"
@@ -118,13 +118,14 @@ def _native() -> NativeRule:
         cap, hint = f"{_caps(c)}[variables.cap{name}]", _hint(c)
         why = f"({cel.pod_vendor()})"
         message = (
-            f"@prefix@ + {lit(ID + ' (' + kind.label + ' ' + chr(34))} + {c}.name + '\": spec.{kind.field}[' + "
+            f"@prefix@ + {lit(ID + ' (' + kind.label + ' ' + chr(34))} + {c}.name + '\": @path@.{kind.field}[' + "
             f"string({found}[0]) + '].securityContext.' + ({_privileged(c)} ? "
-            f"('privileged ' + {lit(PRIVILEGED + '; fix: ' + FIX[0])} + ({hint} == '@resourceName@' ? 'GPUs' : "
+            f"('privileged ' + {lit(PRIVILEGED + '; fix: ')} + {lead} + {lit(FIX[0])} + "
+            f"({hint} == '@resourceName@' ? 'GPUs' : "
             f"{hint}) + {lit(FIX[1])}) : "
             f"('capabilities.add[' + string(variables.cap{name}) + '] adds \"' + {cap} + '\" in a GPU pod: ' + "
             f"({why} == '' ? {lit(NVIDIA_CAP)} : {lit(VENDOR_CAP[0])} + {why} + {lit(VENDOR_CAP[1])}) + "
-            f"'; fix: drop \"' + {cap} + '\" from capabilities.add')) + ')'"
+            f"'; fix: ' + {lead} + 'drop \"' + {cap} + '\" from capabilities.add')) + ')'"
         )
         # gpuPod only where a container is privileged: most pods never pay for it.
         checks.append(Check(f"size({found}) == 0 ? true : !variables.gpuPod", message))
