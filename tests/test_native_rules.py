@@ -6,7 +6,9 @@ evaluates them as the API server does (tests/celnative.py), on the pod as the mu
 it (the webhook's own patch applied, which the MutatingAdmissionPolicy equals: tests/test_native.py).
 For every corpus pod, the edge shapes below and the adversary property's generated pods, a twin
 fails exactly when its rule finds a violation, and for a pod with one finding it says the
-webhook's sentence. tests/test_real_apiserver.py runs the same policies in a real API server.
+webhook's sentence. Each rule also has a policy per built-in template path (cel.ROOTS), judged
+here against the workloads webhook over every corpus controller and the edge shapes as templates.
+tests/test_real_apiserver.py runs the same policies in a real API server.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from ..offline import reports
 from ..offline.manifests import InputError, NamespaceMismatch, not_a_manifest, read, review_request
 from ..offline.native import CelFailed, CelMissing, Native
 from ..offline.reports import EXIT_DENIED, EXIT_INPUT, EXIT_OK, Result
+from ..policy import Policy
 from .settings import chart_view, from_args
 
 
@@ -48,13 +49,7 @@ def check(args: argparse.Namespace) -> int:
         except ClusterError as exc:
             print(f"gpu-policy check --cluster: {exc}", file=sys.stderr)
             return EXIT_INPUT
-    native = None
-    if args.engine == "cel":
-        try:
-            native = Native.of(policy)
-        except CelMissing as exc:
-            print(f"ERROR {exc}", file=sys.stderr)
-            return EXIT_INPUT
+    native = _native(args, policy)
     results: list[Result] = []
     for doc in read(paths):
         if args.manifests_only and not_a_manifest(doc):
@@ -100,15 +95,8 @@ def mutate(args: argparse.Namespace) -> int:
     policy = from_args(args, chart).policy
     # --engine cel: the native policies first (the API server runs MutatingAdmissionPolicy before
     # the webhooks), compiled once, then the webhook's mutations that CEL does not carry.
-    native = None
-    webhook_policy = policy
-    if args.engine == "cel":
-        try:
-            native = Native.of(policy)
-        except CelMissing as exc:
-            print(f"ERROR {exc}", file=sys.stderr)
-            return EXIT_INPUT
-        webhook_policy = native.webhook
+    native = _native(args, policy)
+    webhook_policy = native.webhook if native is not None else policy
     out: list[Any] = []
     code = EXIT_OK
     for doc in read(paths):
@@ -167,3 +155,15 @@ def mutate(args: argparse.Namespace) -> int:
     else:
         yaml.safe_dump_all(out, sys.stdout, sort_keys=False)
     return code
+
+
+def _native(args: argparse.Namespace, policy: Policy) -> Native | None:
+    """--engine cel: what the API server runs, compiled once (None with --engine webhook).
+    Without cel-python it says so and exits 2, as for any unusable input."""
+    if args.engine != "cel":
+        return None
+    try:
+        return Native.of(policy)
+    except CelMissing as exc:
+        print(f"ERROR {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_INPUT) from exc
