@@ -233,6 +233,24 @@ EDGE = {
     "host-ipc-amd": pod(container(resources={"limits": {"amd.com/gpu": "1"}}), hostIPC=True),
     "host-pid-cpu": pod(container(), hostPID=True),
     "host-pid-false-gpu": pod(container(gpu="1"), hostPID=False),
+    "runtime-class-cpu": pod(container(), runtimeClassName="nvidia"),
+    "runtime-class-gpu": pod(container(gpu="1"), runtimeClassName="nvidia"),
+    "runtime-class-cdi-sidecar": pod(container(gpu="1"), container("s"), runtimeClassName="nvidia-cdi"),
+    "runtime-class-other": pod(container(), runtimeClassName="kata"),
+    "runtime-class-claim": pod(
+        container(resources={"claims": [{"name": "g"}]}),
+        runtimeClassName="nvidia",
+        resourceClaims=[{"name": "g", "resourceClaimTemplateName": "one-gpu"}],
+    ),
+    "runtime-class-kai": {
+        **pod(container(), schedulerName="kai-scheduler", runtimeClassName="nvidia"),
+        "metadata": {"name": "k", "namespace": "ml", "annotations": {"gpu-fraction": "0.5"}},
+    },
+    "runtime-class-agent": pod(
+        container(image="nvcr.io/nvidia/k8s/dcgm-exporter:4.2.3", resources={"limits": {GPU: "0"}}),
+        runtimeClassName="nvidia",
+        hostPID=True,
+    ),
     "privileged-amd-labelled": pod(
         container(privileged=True, resources={"limits": {"amd.com/gpu": "1"}}),
         nodeSelector={"amd.com/gpu.family": "AI"},

@@ -43,6 +43,7 @@ VALUES: Final = {
     + _joined("(prepend $p.gpuNodeLabels $p.acceleratorNodeSelector.labelKey)", lambda v: v.node_labels)
     + ")",
     "instanceTypes": "(toJson $p.gpuInstanceTypes)",
+    "runtimeClasses": f"(toJson {_joined('$p.gpuRuntimeClasses', lambda v: v.runtime_classes)})",
     "agentImages": f"(toJson {_joined('$p.nodeAgentImages', lambda v: v.agent_images)})",
     # Node-wide resources count only where another vendor is on (gpus.node_agent).
     "nodeWide": "(toJson (ternary "

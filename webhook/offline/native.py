@@ -54,6 +54,7 @@ VALUES: Final[dict[str, Callable[[Policy], str]]] = {
     "instanceTypes": lambda p: json.dumps(list(p.gpu_instance_types)),
     "intel": lambda p: "true" if INTEL in p.vendors else "false",
     "agentImages": lambda p: json.dumps(list(p.node_agent_images)),
+    "runtimeClasses": lambda p: json.dumps(sorted(p.gpu_runtime_classes)),
     "nodeWide": lambda p: json.dumps([n for v in p.vendors for n in v.node_wide] if len(p.vendors) > 1 else []),
     "kai": lambda p: "true" if p.kai else "false",
     "amdIsolate": lambda p: "true" if p.amd_isolate else "false",

@@ -11,12 +11,18 @@ one step (a lapse of isolation, an image default) from every GPU on the node.
 
 from __future__ import annotations
 
+from typing import Final
+
+from .. import cel
+from ..cel import Check, lit
 from ..gpus import source
 from ..objects import PodView
-from ..rule import Rule, Trigger, Where
+from ..rule import NativeRule, Rule, Trigger, Where
 from ..types import Policy, Violation
 
 ID = "no-gpu-runtime-class"
+DETAIL: Final = " in a pod that requests no GPU: the GPU operator gives this runtime class's pods every GPU on the node"
+FIX: Final = ("remove runtimeClassName, or request GPUs with resources.limits[", "]")
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
@@ -28,12 +34,28 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
         Violation(
             rule=ID,
             path=f"{view.path}.runtimeClassName",
-            detail=f'is "{view.runtime_class}" in a pod that requests no GPU: the GPU operator gives this runtime '
-            "class's pods every GPU on the node",
-            fix=f'remove runtimeClassName, or request GPUs with resources.limits["{policy.resource_name}"]',
+            detail=f'is "{view.runtime_class}"{DETAIL}',
+            fix=f'"{policy.resource_name}"'.join(FIX),
             value=f'"{view.runtime_class}"',
         )
     ]
+
+
+# ---- The CEL twin (a ValidatingAdmissionPolicy): a GPU runtime class, and no container that gets a
+# GPU as gpus.source says (KAI's fraction container does not count, as above).
+_CLASS: Final = "object.spec.runtimeClassName"
+NATIVE: Final = NativeRule(
+    (("nodeAgent", cel.NODE_AGENT),),
+    (
+        Check(
+            f"(has({_CLASS}) && {_CLASS} in @runtimeClasses@) ? "
+            f"({cel.every_container()}).exists(c, {cel.gets_gpu_container('c')}) : true",
+            f"@prefix@ + {lit(ID + ' (pod: @path@.runtimeClassName is ' + chr(34))} + {_CLASS} + "
+            f"{lit(chr(34) + DETAIL + '; fix: ')} + {cel.agent_lead()} + {lit(FIX[0] + chr(34))} + "
+            f"'@resourceName@' + {lit(chr(34) + FIX[1])} + ')'",
+        ),
+    ),
+)
 
 
 RULE: Rule = Rule(
@@ -45,5 +67,7 @@ RULE: Rule = Rule(
     "GPU; a pod without a GPU request that picks it is a step from all of them.",
     reads=("runtimeClassName", "containers[*].resources"),
     triggers=(Trigger(Where.RUNTIME_CLASS, setting="gpuRuntimeClasses"),),
+    native=NATIVE,
+    webhook_only="",
     example={"spec": {"runtimeClassName": "nvidia", "containers": [{"name": "t", "image": "ubuntu:22.04"}]}},
 )
