@@ -517,7 +517,7 @@ def test_every_built_in_controller_template_is_judged_as_the_webhook_judges_it(
             fired += bool(agree_on_template(on_templates, as_template(p, kind)))
             compared += 1
     print(f"\ntemplates: {compared} controllers compared, {fired} refused by both alike")
-    assert compared > 300 and fired > 200
+    assert compared > 250 and fired > 150
 
 
 def test_a_template_policy_lets_a_deleting_controller_go(on_templates: dict[str, Compiled]) -> None:

@@ -644,9 +644,10 @@ def test_native_isolation_costs_no_more_than_the_webhooks(real_api: RealApi, web
     print("\n" + "; ".join(f"{k}: p50 {v * 1000:.1f} ms (+{(v - base) * 1000:.1f})" for k, v in LATENCY.items()))
     assert LATENCY["the MutatingAdmissionPolicy"] - base <= 1.5 * (LATENCY["the two webhooks"] - base) + 0.002
     if "the MAP and the rules' VAPs" in LATENCY:
-        # Each rule's policy costs what a small webhook call would (here 0.5 to 1.3 ms each). The
+        # The rules' policies together cost no more than the two webhooks do (here 0.4 to 9 ms for
+        # five, as noisy as the webhooks' own 4 to 9 ms on two loaded cores). The
         # MAP's own cost is mostly the API server's: applying a patch (a MAP with one op and no CEL
         # to speak of: +2.5 to 3.0 ms) and, because it changed the pod, re-running the mutating
         # chain for reinvocationPolicy IfNeeded (+2 ms; with Never the same MAP costs +2.8 ms).
         rules = LATENCY["the MAP and the rules' VAPs"] - LATENCY["the MutatingAdmissionPolicy"]
-        assert rules <= RULE_POLICIES[0] * 0.0015 + 0.001, (RULE_POLICIES, LATENCY)
+        assert rules <= LATENCY["the two webhooks"] - base + 0.002, (RULE_POLICIES, LATENCY)

@@ -57,7 +57,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
 def _check(field: str, what: str) -> Check:
     fix = lit(f"remove {field}")
     if field == "hostIPC":
-        fix = f"(({cel.pod_vendor()}) == {lit(AMD.name)} ? {lit(AMD_IPC_FIX)} : {fix})"
+        fix = f"(variables.podVendor == {lit(AMD.name)} ? {lit(AMD_IPC_FIX)} : {fix})"
     head = f"{ID} (pod: @path@.{field} {_detail(what)}; fix: "
     return Check(
         f"(has(object.spec.{field}) && object.spec.{field}) ? !variables.gpuPod : true",
@@ -66,7 +66,8 @@ def _check(field: str, what: str) -> Check:
 
 
 NATIVE: Final = NativeRule(
-    (("gpuPod", cel.GPU_POD), ("nodeAgent", cel.NODE_AGENT)), tuple(_check(field, what) for field, what in FIELDS)
+    (("gpuPod", cel.GPU_POD), ("nodeAgent", cel.NODE_AGENT), ("podVendor", cel.pod_vendor())),
+    tuple(_check(field, what) for field, what in FIELDS),
 )
 
 

@@ -100,7 +100,8 @@ def _hint(c: str) -> str:
 
 
 def _native() -> NativeRule:
-    variables = [("gpuPod", cel.GPU_POD), ("nodeAgent", cel.NODE_AGENT)]
+    # Each computed once, where a validation or message reads it (variables are lazy).
+    variables = [("gpuPod", cel.GPU_POD), ("nodeAgent", cel.NODE_AGENT), ("podVendor", cel.pod_vendor())]
     checks, lead = [], cel.agent_lead()
     for kind in LISTS:
         items, name = f"object.spec.{kind.field}", kind.field[0].upper() + kind.field[1:]
@@ -115,8 +116,8 @@ def _native() -> NativeRule:
         variables.append((f"first{name}", f"{items}[{found}[0]]"))
         c = f"variables.first{name}"
         variables.append((f"cap{name}", f"lists.range(size({_caps(c)})).filter(j, {_caps(c)}[j].matches({_CAP}))[0]"))
-        cap, hint = f"{_caps(c)}[variables.cap{name}]", _hint(c)
-        why = f"({cel.pod_vendor()})"
+        variables.append((f"hint{name}", _hint(c)))
+        cap, hint, why = f"{_caps(c)}[variables.cap{name}]", f"variables.hint{name}", "variables.podVendor"
         message = (
             f"@prefix@ + {lit(ID + ' (' + kind.label + ' ' + chr(34))} + {c}.name + '\": @path@.{kind.field}[' + "
             f"string({found}[0]) + '].securityContext.' + ({_privileged(c)} ? "
