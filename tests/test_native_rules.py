@@ -357,8 +357,9 @@ class Seen:
     fired = 0
 
 
-# 200 examples: each pod meets every twin in cel-python (about 0.1 s a pod); test_native.py's 300 cover isolation.
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+# 150 examples: each pod meets every twin in cel-python (about 0.3 s a pod on a busy runner); test_native.py's 300
+# cover isolation.
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 @given(obj=adversary_pods())
 def _agreement(obj: dict[str, Any]) -> None:
     compiled = next(iter(Cache.by_config.values()))
@@ -372,7 +373,7 @@ def test_the_adversary_property_pods_are_judged_alike(shipped: Compiled) -> None
     Cache.by_config = {"": shipped}
     _agreement()
     print(f"\nadversary pods: {Seen.compared} compared, {Seen.fired} denied by both alike")
-    assert Seen.compared >= 200 and Seen.fired > 40
+    assert Seen.compared >= 150 and Seen.fired > 30
 
 
 def _check(engine: list[str], *paths: str) -> tuple[Any, subprocess.CompletedProcess[str]]:
