@@ -32,6 +32,12 @@ ACTIONS: Final = {Mode.DENY: "Deny", Mode.WARN: "Warn", Mode.AUDIT: "Audit"}
 # The three container lists, in the order the webhook walks them (ContainerKind order).
 LISTS: Final = tuple(kind for kind in ContainerKind)
 
+# The pod's service account, as PodView reads it (serviceAccountName, its deprecated alias, default).
+SERVICE_ACCOUNT: Final = (
+    "(has(object.spec.serviceAccountName) ? object.spec.serviceAccountName : "
+    "(has(object.spec.serviceAccount) ? object.spec.serviceAccount : 'default'))"
+)
+
 # engine.exempt and decide._exempt, as match conditions: the exempt namespaces, users and service
 # accounts (the same three a Pod Security Admission configuration has).
 EXEMPTIONS: Final = (
@@ -39,8 +45,7 @@ EXEMPTIONS: Final = (
     ("not-exempt-user", "!(request.userInfo.username in @exemptUsernames@)"),
     (
         "not-exempt-service-account",
-        "!((request.namespace + '/' + (has(object.spec.serviceAccountName) ? object.spec.serviceAccountName : "
-        "(has(object.spec.serviceAccount) ? object.spec.serviceAccount : 'default'))) in @exemptServiceAccounts@)",
+        f"!((request.namespace + '/' + {SERVICE_ACCOUNT}) in @exemptServiceAccounts@)",
     ),
 )
 
@@ -125,7 +130,8 @@ class Check:
     message: str
 
 
-def _name(kind: ContainerKind) -> str:
+def list_name(kind: ContainerKind) -> str:
+    """A container list's field as a variable name's tail: initContainers -> InitContainers."""
     return kind.field[0].upper() + kind.field[1:]
 
 
@@ -151,7 +157,7 @@ def env_checks(
 
     out, checks = [*variables, ("nodeAgent", NODE_AGENT)], []
     for kind in LISTS:
-        items, name = f"object.spec.{kind.field}", _name(kind)
+        items, name = f"object.spec.{kind.field}", list_name(kind)
         c = f"{items}[i]"
         out.append(
             (
@@ -256,30 +262,26 @@ GPU_POD: Final = (
     f"{KAI_POD} || {PINNED_TO_GPU_NODES}"
 )
 
-# The pod's service account, as PodView reads it (serviceAccountName, its deprecated alias, default).
-SERVICE_ACCOUNT: Final = (
-    "(has(object.spec.serviceAccountName) ? object.spec.serviceAccountName : "
-    "(has(object.spec.serviceAccount) ? object.spec.serviceAccount : 'default'))"
-)
+
+def any_resource(c: str, cond: Callable[[str], str]) -> str:
+    """Some resource name `k` of container `c`, in limits or requests, with `cond(count)` true
+    (a CEL condition over `k` and the count's expression)."""
+    return " || ".join(
+        f"(has({c}.resources) && has({c}.resources.{side}) && "
+        f"{c}.resources.{side}.exists(k, {cond(f'{c}.resources.{side}[k]')}))"
+        for side in ("limits", "requests")
+    )
 
 
 def _node_wide(c: str) -> str:
     """gpus.node_wide(c) is not None: a count other than 0 of a vendor's node-wide resource
     (@nodeWide@ is empty unless another vendor is on, as gpus.node_agent asks)."""
-    return " || ".join(
-        f"(has({c}.resources) && has({c}.resources.{side}) && {c}.resources.{side}.exists(k, k in @nodeWide@ && "
-        f"sign(quantity({c}.resources.{side}[k])) != 0))"
-        for side in ("limits", "requests")
-    )
+    return any_resource(c, lambda v: f"k in @nodeWide@ && sign(quantity({v})) != 0")
 
 
 def _zero_request(c: str) -> str:
     """gpus.zero_request(c) is not None: an explicit 0 of a GPU device resource."""
-    return " || ".join(
-        f"(has({c}.resources) && has({c}.resources.{side}) && {c}.resources.{side}.exists(k, k.contains('/') && "
-        f"{named('k', '@devices@')} && sign(quantity({c}.resources.{side}[k])) == 0))"
-        for side in ("limits", "requests")
-    )
+    return any_resource(c, lambda v: f"k.contains('/') && {named('k', '@devices@')} && sign(quantity({v})) == 0")
 
 
 # gpus.node_agent: one copy per node (hostPID, a DaemonSet's template or pod) that asks the device
@@ -332,13 +334,15 @@ def pod_vendor() -> str:
     out = "''"
     for v in reversed(OTHERS):
         domains, images = literals(v.domains), literals(v.agent_images)
-        asks = " || ".join(
-            f"(has(c.resources.{side}) && c.resources.{side}.exists(k, {domains}.exists(d, k.startsWith(d))))"
-            for side in ("limits", "requests")
-        )
+        in_domains = f"{domains}.exists(d, k.startsWith(d))"  # any count: the name says the vendor
+
+        def named_by_vendor(_count: str, cond: str = in_domains) -> str:
+            return cond
+
+        asks = any_resource("c", named_by_vendor)
         cond = (
             f"(({every_container()}).exists(c, (has(c.image) && {images}.exists(a, c.image.startsWith(a))) || "
-            f"(has(c.resources) && ({asks}))) || {pinned_to(literals(v.node_labels))})"
+            f"{asks}) || {pinned_to(literals(v.node_labels))})"
         )
         out = f"((@{v.key}@ && {cond}) ? {lit(v.name)} : {out})"
     return out

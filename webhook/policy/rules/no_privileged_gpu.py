@@ -104,7 +104,7 @@ def _native() -> NativeRule:
     variables = [("gpuPod", cel.GPU_POD), ("nodeAgent", cel.NODE_AGENT), ("podVendor", cel.pod_vendor())]
     checks, lead = [], cel.agent_lead()
     for kind in LISTS:
-        items, name = f"object.spec.{kind.field}", kind.field[0].upper() + kind.field[1:]
+        items, name = f"object.spec.{kind.field}", cel.list_name(kind)
         found = f"variables.privileged{name}"
         variables.append(
             (
