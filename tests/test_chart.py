@@ -386,3 +386,56 @@ def test_client_ca_mounts_the_ca_passes_it_and_moves_the_probes(tmp_path: Path) 
     )
     assert isinstance(failed, subprocess.CompletedProcess) and failed.returncode != 0
     assert "server.clientCA needs server.metricsPort" in failed.stderr
+
+
+# What the server refuses at start-up, Helm refuses at install: values.schema.json's `policy` is the
+# config's own schema (webhook.config.schema), so the two cannot drift apart.
+REFUSED_BY_BOTH = [
+    ({"server": {"clusterVersionSeconds": 0.5}}, "server.clusterVersionSeconds: must be 0 or between 1 and 86400"),
+    ({"server": {"certReloadSeconds": 0}}, "server.certReloadSeconds: must be between 0 and 3600"),
+    ({"exemptNamespaces": ["Kube_System"]}, "exemptNamespaces[0]: 'Kube_System' is not a namespace name"),
+    ({"gpuResourceName": "bad name!"}, "gpuResourceName: 'bad name!' is not a valid resource name"),
+    ({"acceleratorNodeSelector": {"labelKey": "bad key!"}}, "acceleratorNodeSelector.labelKey: 'bad key!' is not"),
+    ({"optOutAnnotation": "a/b/c"}, "optOutAnnotation: 'a/b/c' is not a valid annotation key"),
+    ({"clusterVersion": "soon"}, "clusterVersion: 'soon' is not \"auto\""),
+    ({"ldLibraryPath": {"path": "relative"}}, "ldLibraryPath.path: 'relative' must be an absolute path"),
+    ({"gpuMaxPerPod": 0}, "gpuMaxPerPod: must be at least 1"),
+    ({"gpuDeviceClasses": ["Bad_Class"]}, "gpuDeviceClasses[0]: 'Bad_Class' is not a DeviceClass name"),
+    ({"exemptServiceAccounts": ["dcgm"]}, "exemptServiceAccounts[0]: 'dcgm' is not namespace/name"),
+    ({"gpuNodeLabels": [""]}, "gpuNodeLabels[0]: must be a non-empty string, got ''"),
+    ({"rules": {"gpu-quantity": "block"}}, "rules.gpu-quantity: must be one of deny, warn, audit, off, got 'block'"),
+    ({"gpuNamespaceSelector": {"matchExpressions": [{"key": "a"}]}}, "gpuNamespaceSelector.matchExpressions[0]: "),
+    ({"customResources": [{"kind": "X"}]}, "customResources[0]: needs templates, podSpecs or containers"),
+]
+
+
+@pytest.mark.parametrize(("policy", "problem"), REFUSED_BY_BOTH, ids=[p for _, p in REFUSED_BY_BOTH])
+def test_the_server_and_helm_refuse_the_same_config(policy: dict[str, Any], problem: str, tmp_path: Path) -> None:
+    from webhook.config import ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        from_mapping(policy, environ={})
+    assert any(p.startswith(problem) for p in info.value.problems), info.value.problems
+    result = render({"policy": policy}, tmp=tmp_path, check=False)
+    assert isinstance(result, subprocess.CompletedProcess)
+    assert result.returncode != 0 and "schema" in result.stderr.lower(), result.stderr
+
+
+def test_every_schema_keyword_has_words() -> None:
+    """Each constraint the config schema uses is one webhook.config.schema puts into words (no
+    message falls back to naming a JSON Schema keyword)."""
+    from webhook.config.schema import config_schema
+
+    said = {"type", "enum", "pattern", "minLength", "maxLength", "minimum", "exclusiveMinimum", "maximum", "not"}
+    structure = {"properties", "additionalProperties", "items", "required", "anyOf", "minItems", "$schema"}
+
+    def keywords(node: Any, deeper: bool = False) -> set[str]:
+        if not isinstance(node, dict):
+            return set()
+        deeper = deeper or bool(node.get("x-deeper"))
+        own = set() if deeper else {k for k in node if not k.startswith("x-")}
+        inner = [*node.get("properties", {}).values()]  # not "not": its error is the "not" keyword's
+        inner += [node[k] for k in ("items", "additionalProperties") if isinstance(node.get(k), dict)]
+        return own.union(*(keywords(n, deeper) for n in inner))
+
+    assert keywords(config_schema()) - said - structure == set()

@@ -434,7 +434,6 @@ def test_serve_says_serving_only_once_it_listens(cert_dir: Path) -> None:
     assert "serving https" not in r.stdout + r.stderr and "starting https" in r.stdout + r.stderr
 
 
-
 def test_serve_refuses_zero_workers_before_it_starts(cert_dir: Path) -> None:
     """`--workers 0` is an input error (exit 2) named at once, not after a "starting" line."""
     r = subprocess.run(
@@ -444,6 +443,7 @@ def test_serve_refuses_zero_workers_before_it_starts(cert_dir: Path) -> None:
     )  # fmt: skip
     assert r.returncode == 2
     assert "--workers must be at least 1" in r.stderr and "starting" not in r.stdout + r.stderr
+
 
 def test_mutate_says_a_workload_is_printed_unchanged() -> None:
     """Issue 34: `mutate` on a Deployment printed it unchanged without a word."""

@@ -194,7 +194,7 @@ def test_cluster_view_and_device_classes() -> None:
     )
     assert not from_mapping({"server": {"clusterView": "off"}}, environ={}).cluster_view
     assert problems({"server": {"clusterView": True}, "gpuDeviceClasses": ["gpu.nvidia.com", "Bad_Class", ""]}) == [
-        "gpuDeviceClasses[2]: must be a non-empty string, got ''",
         "gpuDeviceClasses[1]: 'Bad_Class' is not a DeviceClass name",
+        "gpuDeviceClasses[2]: must be a non-empty string, got ''",
         "server.clusterView: must be auto or off, got True",
     ]

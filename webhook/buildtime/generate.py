@@ -8,7 +8,7 @@ policy. From them this module writes, checked in and marked as generated:
 - charts/gpu-policy/templates/_generated.tpl: the matchConditions CEL of the pods and mutating
   webhooks, and the workloads webhook's rules (built-in kinds, object-rule kinds, CRD switches);
 - charts/gpu-policy/values.yaml: the `policy` block and `webhook.customResources`;
-- charts/gpu-policy/values.schema.json: the rule-mode enums and the CRD switches;
+- charts/gpu-policy/values.schema.json: `policy` is the config schema (webhook.config.schema), and the CRD switches;
 - README.md: the rule summary table; docs/policy.md: the rule, mutation and custom-resource tables;
   docs/configuration.md: the configuration reference.
 
@@ -201,13 +201,13 @@ def values_source(current: str) -> str:
 
 
 def schema_source(current: str) -> str:
-    from ..policy import RULE_IDS, Mode
+    """values.schema.json: `policy` is the config's own schema (webhook.config.schema), the
+    customResources switches follow the workload table."""
+    from ..config.schema import chart_schema
     from ..policy.templates import WORKLOADS
 
     schema = json.loads(current)
-    modes = [m.value for m in Mode]
-    rules = schema["properties"]["policy"]["properties"]["rules"]
-    rules["properties"] = {rule: {"type": "string", "enum": modes} for rule in RULE_IDS}
+    schema["properties"]["policy"] = chart_schema()
     switches = dict.fromkeys(w.chart_switch for w in WORKLOADS if w.chart_switch)
     crs = schema["properties"]["webhook"]["properties"]["customResources"]
     crs["properties"] = {s: {"type": "boolean"} for s in switches}

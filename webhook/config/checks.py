@@ -1,13 +1,14 @@
-"""The checks a config value goes through, each reporting into a list of problems (all of a file's
-problems are reported together, each naming its key): types, Kubernetes name and label syntax,
-label selectors, resource-name patterns, and custom resources' template paths.
+"""The checks beyond the schema (webhook.config.schema) a config value goes through, each reporting
+into a list of problems (all of a file's problems are reported together, each naming its key):
+label selectors, resource-name patterns, and custom resources' template paths; and the syntax of
+Kubernetes names and label keys, which the schema's patterns are made of.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..policy.templates import Shape, Templates, parse_path
@@ -30,16 +31,6 @@ def kind_of(value: Any) -> str:
         return "null"
     shown = repr(value)
     return f"{type(value).__name__} {shown if len(shown) <= 60 else shown[:57] + '...'}"
-
-
-def expect(problems: list[str], key: str, value: Any, kind: type | tuple[type, ...], what: str) -> bool:
-    if isinstance(value, bool) and kind is not bool and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-        problems.append(f"{key}: must be {what}, got {kind_of(value)}")
-        return False
-    if not isinstance(value, kind):
-        problems.append(f"{key}: must be {what}, got {kind_of(value)}")
-        return False
-    return True
 
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
@@ -89,36 +80,15 @@ def label_selector(
     return tuple(pairs), tuple(expressions)
 
 
-def names_matching(problems: list[str], key: str, value: Any, pattern: re.Pattern[str], what: str) -> list[str]:
-    """`string_list` whose items must also match `pattern` (label keys, object names)."""
-    out = string_list(problems, key, value)
-    for i, name in enumerate(out):
-        if not pattern.match(name):
-            problems.append(f"{key}[{i}]: {name!r} is not {what}")
-    return out
-
-
-def string_list(problems: list[str], key: str, value: Any) -> list[str]:
-    """A list of non-empty strings, each bad item reported with its index."""
-    if not expect(problems, key, value, list, "a list of strings"):
-        return []
-    out = []
-    for i, item in enumerate(value):
-        if isinstance(item, str) and item:
-            out.append(item)
-        else:
-            problems.append(f"{key}[{i}]: must be a non-empty string, got {item!r}")
-    return out
-
-
-def resource_patterns(problems: list[str], key: str, value: Any) -> list[str]:
-    """Resource names, each with at most one * (fnmatch: nvidia.com/mig-* matches every MIG profile)."""
-    if not expect(problems, key, value, list, "a list of resource names"):
-        return []
+def resource_patterns(problems: list[str], key: str, value: list[Any], ok: Callable[[str], bool]) -> list[str]:
+    """Resource names, each with at most one * (fnmatch: nvidia.com/mig-* matches every MIG profile);
+    items the schema refused (`ok` is false for them) were reported already."""
     out = []
     for i, name in enumerate(value):
-        bare = name.replace("*", "x", 1) if isinstance(name, str) else ""
-        if name.count("*") > 1 or "/" not in bare or not LABEL_KEY.match(bare) if bare else True:
+        if not ok(f"{key}[{i}]"):
+            continue
+        bare = name.replace("*", "x", 1)
+        if name.count("*") > 1 or "/" not in bare or not LABEL_KEY.match(bare):
             problems.append(f"{key}[{i}]: {name!r} is not a domain-qualified resource name (one * allowed)")
         else:
             out.append(name)
@@ -128,7 +98,7 @@ def resource_patterns(problems: list[str], key: str, value: Any) -> list[str]:
 CR_KEYS = ("group", "kind", "templates", "podSpecs", "containers")
 
 
-def custom_resources(value: Any, problems: list[str]) -> dict[tuple[str, str], Templates]:
+def custom_resources(value: list[Any], problems: list[str]) -> dict[tuple[str, str], Templates]:
     """customResources: [{group, kind, templates|podSpecs|containers: [path, ...]}] -> the table.
 
     Three shapes, as pod specs live in the wild: `templates` ({metadata, spec}: Kubeflow, Ray),
@@ -136,8 +106,6 @@ def custom_resources(value: Any, problems: list[str]) -> dict[tuple[str, str], T
     Argo's container, KServe's model). At least one list is required.
     """
     out: dict[tuple[str, str], Templates] = {}
-    if not expect(problems, "customResources", value, list, "a list of {group, kind, templates}"):
-        return out
     shapes = tuple(shape.key for shape in Shape)
     for i, item in enumerate(value):
         where = f"customResources[{i}]"

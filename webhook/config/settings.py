@@ -1,5 +1,6 @@
 """Reading a configuration: merged over DEFAULTS (unknown keys are errors, with the nearest known
-key suggested), every value checked (webhook.config.checks), and resolved once into the Settings
+key suggested), every value checked against the schema (webhook.config.schema, the chart's too)
+and then by what no schema says (webhook.config.checks), and resolved once into the Settings
 the server and the CLI run with: the Policy the core judges by, and the server's own settings.
 Also the chart's values file, read as the chart renders the policy from it.
 """
@@ -19,7 +20,7 @@ import yaml
 from ..policy import DEFAULT_MODES, Mode, Policy
 from ..policy.rules.gpu_kinds_allowed import parse_kinds
 from ..policy.vendors import AMD, NVIDIA, OTHERS
-from . import checks
+from . import checks, schema
 from .defaults import DEFAULTS
 
 
@@ -197,17 +198,40 @@ def from_text(text: str, *, environ: Mapping[str, str] | None = None, source: st
 
 
 def from_mapping(data: Any, *, environ: Mapping[str, str] | None = None, source: str = "config") -> Settings:
+    """Unknown keys and bad values together, every problem in one go: unknown keys first (each
+    left at its default while the others are checked), then the values in the schema's key order."""
     environ = os.environ if environ is None else environ
-    problems: list[str] = []
     if not isinstance(data, Mapping):
         raise ConfigError([f"must be a mapping of keys, got {type(data).__name__}"], source)
-    # Unknown keys and bad values together, every problem in one go: a key that is not known is
-    # left at its default while the others are checked.
-    merged = _merge(DEFAULTS, data, "", problems)
-    settings = _build(merged, environ, problems)
-    if problems or settings is None:
-        raise ConfigError(problems, source)
+    unknown: list[str] = []
+    merged = _merge(DEFAULTS, data, "", unknown)
+    refused = schema.problems(merged)
+    found = Found({where for _, where, _ in refused}, [(at, f"{where}: {say}") for at, where, say in refused])
+    settings = _build(merged, environ, found)
+    if unknown or found.problems or settings is None:
+        raise ConfigError(unknown + found.sorted(), source)
     return settings
+
+
+class Found:
+    """The problems so far, and which keys the schema refused (their values are not read again)."""
+
+    def __init__(self, refused: set[str], problems: list[tuple[tuple[int, ...], str]]) -> None:
+        self.refused = refused
+        self.problems = problems
+
+    def ok(self, key: str, *, items: bool = True) -> bool:
+        """Whether the schema accepted `key` and everything in it (`items=False`: its own type,
+        not its items', for checks that skip the items refused)."""
+        inside = (key + ".", key + "[") if items else (key + ".",)
+        return not any(r == key or r.startswith(inside) for r in self.refused)
+
+    def add(self, problems: list[str]) -> None:
+        """Problems from the checks beyond the schema, each "key: message"."""
+        self.problems += [(schema.position(p.partition(": ")[0]), p) for p in problems]
+
+    def sorted(self) -> list[str]:
+        return [text for _, text in sorted(self.problems, key=lambda p: p[0][:2])]  # then as found
 
 
 def _merge(defaults: Mapping[str, Any], given: Mapping[str, Any], prefix: str, problems: list[str]) -> dict[str, Any]:
@@ -229,159 +253,38 @@ def _merge(defaults: Mapping[str, Any], given: Mapping[str, Any], prefix: str, p
     return out
 
 
-def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -> Settings | None:
-    modes: dict[str, Mode] = {}
-    allowed_modes = ", ".join(m.value for m in Mode)
-    for rule, mode in c["rules"].items():
-        try:
-            modes[rule] = Mode(mode)
-        except ValueError:
-            problems.append(f"rules.{rule}: must be one of {allowed_modes}, got {mode!r}")
-
-    checks.expect(problems, "sharedGpu", c["sharedGpu"], bool, "true or false")
-    if checks.expect(problems, "gpuResourceName", c["gpuResourceName"], str, "a string") and not checks.LABEL_KEY.match(
-        c["gpuResourceName"]
-    ):
-        problems.append(f"gpuResourceName: {c['gpuResourceName']!r} is not a valid resource name")
-
-    devices = checks.resource_patterns(problems, "gpuDeviceResources", c["gpuDeviceResources"])
-    shared = checks.resource_patterns(problems, "gpuSharedResources", c["gpuSharedResources"])
-    companions = checks.resource_patterns(problems, "gpuCompanionResources", c["gpuCompanionResources"])
-    vendors = [NVIDIA]
-    for other in OTHERS:
-        switches = c["vendors"][other.key]
-        for key in switches:
-            checks.expect(problems, f"vendors.{other.key}.{key}", switches[key], bool, "true or false")
-        if switches["enabled"] is True:
-            vendors.append(other)
-    amd_isolate = AMD in vendors and c["vendors"]["amd"]["isolate"] is True
-    integrations = c["integrations"]
-    for name in ("kai", "hami", "xgpu"):
-        checks.expect(problems, f"integrations.{name}.enabled", integrations[name]["enabled"], bool, "true or false")
-    kai_schedulers = checks.string_list(
-        problems, "integrations.kai.schedulerNames", integrations["kai"]["schedulerNames"]
+def _build(c: dict[str, Any], environ: Mapping[str, str], found: Found) -> Settings | None:
+    """The checks no schema can say, on the keys the schema accepted; then the Settings, when
+    nothing at all was wrong."""
+    problems: list[str] = []
+    devices, shared, companions = (
+        checks.resource_patterns(problems, key, c[key], found.ok) if found.ok(key, items=False) else []
+        for key in ("gpuDeviceResources", "gpuSharedResources", "gpuCompanionResources")
     )
-    accounts = checks.string_list(problems, "exemptServiceAccounts", c["exemptServiceAccounts"])
-    for i, account in enumerate(accounts):
-        ns, _, name = account.partition("/")
-        if not checks.NAMESPACE_NAME.match(ns) or not checks.SUBDOMAIN.match(name):
-            problems.append(f"exemptServiceAccounts[{i}]: {account!r} is not namespace/name")
-    usernames = checks.string_list(problems, "exemptUsernames", c["exemptUsernames"])
-    agent_images = checks.string_list(problems, "nodeAgentImages", c["nodeAgentImages"])
-    node_labels = checks.names_matching(
-        problems, "gpuNodeLabels", c["gpuNodeLabels"], checks.LABEL_KEY, "a valid label key"
-    )
-    runtime_classes = checks.string_list(problems, "gpuRuntimeClasses", c["gpuRuntimeClasses"])
-    instance_types = checks.string_list(problems, "gpuInstanceTypes", c["gpuInstanceTypes"])
-    admin_namespaces = checks.names_matching(
-        problems, "draAdminAccessNamespaces", c["draAdminAccessNamespaces"], checks.NAMESPACE_NAME, "a namespace name"
-    )
-    device_classes = checks.names_matching(
-        problems, "gpuDeviceClasses", c["gpuDeviceClasses"], checks.SUBDOMAIN, "a DeviceClass name"
-    )
-    controller_kinds = checks.string_list(problems, "gpuControllerKinds", c["gpuControllerKinds"])
-    gpu_namespaces = checks.names_matching(
-        problems, "gpuNamespaces", c["gpuNamespaces"], checks.NAMESPACE_NAME, "a namespace name"
-    )
-    ns_labels, ns_expressions = checks.label_selector(problems, "gpuNamespaceSelector", c["gpuNamespaceSelector"])
+    ns_labels: tuple[tuple[str, str], ...] = ()
+    ns_expressions: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+    if found.ok("gpuNamespaceSelector"):
+        ns_labels, ns_expressions = checks.label_selector(problems, "gpuNamespaceSelector", c["gpuNamespaceSelector"])
     kinds_allowed: tuple[str, ...] = ()
-    if checks.expect(problems, "gpuKindsAllowed", c["gpuKindsAllowed"], list, "a list of GPU kinds"):
+    if found.ok("gpuKindsAllowed"):
         kinds_allowed, problem = parse_kinds(c["gpuKindsAllowed"])
         if problem:
             problems.append(f"gpuKindsAllowed: {problem}")
-    max_per_pod = c["gpuMaxPerPod"]
-    if checks.expect(problems, "gpuMaxPerPod", max_per_pod, int, "a whole number of GPUs") and max_per_pod < 1:
-        problems.append(f"gpuMaxPerPod: must be at least 1, got {max_per_pod}")
-
-    exempt: set[str] = set()
-    if checks.expect(problems, "exemptNamespaces", c["exemptNamespaces"], list, "a list of namespace names"):
-        for i, ns in enumerate(c["exemptNamespaces"]):
-            if not isinstance(ns, str) or not checks.NAMESPACE_NAME.match(ns):
-                problems.append(f"exemptNamespaces[{i}]: {ns!r} is not a namespace name")
-            else:
-                exempt.add(ns)
+    custom = checks.custom_resources(c["customResources"], problems) if found.ok("customResources") else {}
     own = c["webhookNamespace"] if c["webhookNamespace"] is not None else environ.get("POD_NAMESPACE")
-    if own is not None:
-        if not isinstance(own, str) or not checks.NAMESPACE_NAME.match(own):
-            problems.append(f"webhookNamespace: {own!r} is not a namespace name")
-        else:
-            exempt.add(own)  # the webhook must never judge the pods that bring it back up
-
-    version: tuple[int, int] | None = None
-    auto = False
-    cv = c["clusterVersion"]
-    if not isinstance(cv, str):
-        problems.append(
-            f'clusterVersion: must be "auto", "unknown" or a version such as "1.27", got {checks.kind_of(cv)}'
-        )
-    elif cv == "auto":
-        auto = True
-    elif cv != "unknown":
-        version = parse_version(cv)
-        if version is None:
-            problems.append(f'clusterVersion: {cv!r} is not "auto", "unknown" or a version such as "1.27"')
-
-    ld = c["ldLibraryPath"]
-    checks.expect(problems, "ldLibraryPath.enabled", ld["enabled"], bool, "true or false")
-    if checks.expect(problems, "ldLibraryPath.path", ld["path"], str, "an absolute path") and (
-        not ld["path"].startswith("/") or ":" in ld["path"]
-    ):
-        problems.append(f"ldLibraryPath.path: {ld['path']!r} must be an absolute path without ':'")
-    if ld["whenUnset"] not in ("inject", "warn"):
-        problems.append(f"ldLibraryPath.whenUnset: must be inject or warn, got {ld['whenUnset']!r}")
-
-    acc = c["acceleratorNodeSelector"]
-    if checks.expect(problems, "acceleratorNodeSelector.labelKey", acc["labelKey"], str, "a label key") and not (
-        checks.LABEL_KEY.match(acc["labelKey"])
-    ):
-        problems.append(f"acceleratorNodeSelector.labelKey: {acc['labelKey']!r} is not a valid label key")
-    default = acc["default"]
-    if default is not None and (not isinstance(default, str) or len(default) > 63):
-        problems.append("acceleratorNodeSelector.default: must be null or a label value such as nvidia-t4")
-
-    if checks.expect(problems, "optOutAnnotation", c["optOutAnnotation"], str, "an annotation key") and not (
-        checks.LABEL_KEY.match(c["optOutAnnotation"])
-    ):
-        problems.append(f"optOutAnnotation: {c['optOutAnnotation']!r} is not a valid annotation key")
-
-    checks.expect(problems, "isolateNonGpu", c["isolateNonGpu"], bool, "true or false")
-    custom = checks.custom_resources(c["customResources"], problems)
-
+    if own is not None and found.ok("webhookNamespace") and not checks.NAMESPACE_NAME.match(own):
+        problems.append(f"webhookNamespace: {own!r} is not a namespace name (from POD_NAMESPACE)")
     server = c["server"]
-    max_bytes = server["maxRequestBytes"]
-    if checks.expect(problems, "server.maxRequestBytes", max_bytes, int, "an integer") and max_bytes < 64 * 1024:
-        problems.append("server.maxRequestBytes: must be at least 65536 (admission bodies reach several MiB)")
-    connections, inflight = server["maxConnections"], server["maxInflightBytes"]
-    if checks.expect(problems, "server.maxConnections", connections, int, "an integer") and connections < 1:
-        problems.append("server.maxConnections: must be at least 1")
-    if (
-        checks.expect(problems, "server.maxInflightBytes", inflight, int, "an integer")
-        and isinstance(max_bytes, int)
-        and inflight < max_bytes
-    ):
+    max_bytes, inflight = server["maxRequestBytes"], server["maxInflightBytes"]
+    if found.ok("server.maxRequestBytes") and found.ok("server.maxInflightBytes") and inflight < max_bytes:
         problems.append(f"server.maxInflightBytes: must be at least server.maxRequestBytes ({max_bytes})")
-    # server.* periods: (key, lowest, highest, lowest allowed itself, 0 allowed too, what to say)
-    seconds: dict[str, float] = {}
-    for key, low, high, low_ok, zero_ok, rule in (
-        ("certReloadSeconds", 0, 3600, False, False, "between 0 and 3600"),
-        ("configReloadSeconds", 0, 3600, True, True, "between 0 and 3600"),
-        ("idleSeconds", 0.1, 3600, True, False, "between 0.1 and 3600"),
-        ("headerSeconds", 0.1, 60, True, False, "between 0.1 and 60"),
-        ("bodySeconds", 0.1, 60, True, False, "between 0.1 and 60"),
-        ("writeSeconds", 0.1, 300, True, False, "between 0.1 and 300"),
-        ("clusterVersionSeconds", 1, 86400, True, True, "0 or between 1 and 86400"),
-        ("drainSeconds", 0, 300, True, True, "between 0 and 300"),
-    ):
-        value = server[key]
-        if checks.expect(problems, f"server.{key}", value, (int, float), "a number of seconds"):
-            in_range = (low <= value if low_ok else low < value) and value <= high
-            if not in_range and not (zero_ok and value == 0):
-                problems.append(f"server.{key}: must be {rule}")
-            seconds[key] = float(value)
+    found.add(problems)
+    if found.problems:
+        return None
 
-    if server["clusterView"] not in ("auto", "off"):
-        problems.append(f"server.clusterView: must be auto or off, got {server['clusterView']!r}")
-
+    vendors = [NVIDIA, *(other for other in OTHERS if c["vendors"][other.key]["enabled"])]
+    agent_images, node_labels = list(c["nodeAgentImages"]), list(c["gpuNodeLabels"])
+    device_classes, runtime_classes = list(c["gpuDeviceClasses"]), list(c["gpuRuntimeClasses"])
     for other in vendors[1:]:  # the other vendors' names join the configured (NVIDIA's) lists
         for names, theirs in (
             (devices, other.devices + other.node_wide),
@@ -393,53 +296,54 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -
             (runtime_classes, other.runtime_classes),
         ):
             names += [n for n in theirs if n not in names]
-
-    if problems:
-        return None
+    exempt = {*c["exemptNamespaces"], *([own] if own is not None else [])}  # never judge our own pods
+    version = None if c["clusterVersion"] in ("auto", "unknown") else parse_version(c["clusterVersion"])
+    integrations, ld, acc = c["integrations"], c["ldLibraryPath"], c["acceleratorNodeSelector"]
+    seconds = {key: float(value) for key, value in server.items() if key.endswith("Seconds")}
     policy = Policy(
-        modes={**DEFAULT_MODES, **modes},
+        modes={**DEFAULT_MODES, **{rule: Mode(mode) for rule, mode in c["rules"].items()}},
         shared_gpu=c["sharedGpu"],
         resource_name=c["gpuResourceName"],
         device_resources=tuple(devices),
         shared_resources=tuple(shared),
         companion_resources=tuple(companions),
         vendors=tuple(vendors),
-        amd_isolate=amd_isolate,
+        amd_isolate=AMD in vendors and c["vendors"]["amd"]["isolate"],
         kai=integrations["kai"]["enabled"],
-        kai_schedulers=frozenset(kai_schedulers),
+        kai_schedulers=frozenset(integrations["kai"]["schedulerNames"]),
         hami=integrations["hami"]["enabled"],
         xgpu=integrations["xgpu"]["enabled"],
         exempt_namespaces=frozenset(exempt),
-        exempt_service_accounts=frozenset(accounts),
-        exempt_usernames=frozenset(usernames),
+        exempt_service_accounts=frozenset(c["exemptServiceAccounts"]),
+        exempt_usernames=frozenset(c["exemptUsernames"]),
         node_agent_images=tuple(agent_images),
         gpu_node_labels=tuple(node_labels),
         gpu_runtime_classes=frozenset(runtime_classes),
-        gpu_instance_types=tuple(instance_types),
+        gpu_instance_types=tuple(c["gpuInstanceTypes"]),
         cluster_version=version,
         ld_library_path_enabled=ld["enabled"],
         ld_library_path=ld["path"],
         ld_library_path_when_unset=ld["whenUnset"],
         accelerator_label=acc["labelKey"],
-        accelerator_default=default or None,
+        accelerator_default=acc["default"] or None,
         opt_out_annotation=c["optOutAnnotation"],
         isolate_non_gpu=c["isolateNonGpu"],
         custom_templates=custom,
         gpu_device_classes=frozenset(device_classes),
-        gpu_max_per_pod=max_per_pod if isinstance(max_per_pod, int) else 0,
-        gpu_controller_kinds=frozenset(controller_kinds),
-        gpu_namespaces=frozenset(gpu_namespaces),
+        gpu_max_per_pod=c["gpuMaxPerPod"],
+        gpu_controller_kinds=frozenset(c["gpuControllerKinds"]),
+        gpu_namespaces=frozenset(c["gpuNamespaces"]),
         gpu_namespace_labels=ns_labels,
         gpu_namespace_expressions=ns_expressions,
         gpu_kinds_allowed=kinds_allowed,
-        dra_admin_namespaces=frozenset(admin_namespaces),
+        dra_admin_namespaces=frozenset(c["draAdminAccessNamespaces"]),
         cluster=None,
     )
     return Settings(
         policy=policy,
-        cluster_version_auto=auto,
+        cluster_version_auto=c["clusterVersion"] == "auto",
         max_request_bytes=max_bytes,
-        max_connections=connections,
+        max_connections=server["maxConnections"],
         max_inflight_bytes=inflight,
         cert_reload_seconds=seconds["certReloadSeconds"],
         config_reload_seconds=seconds["configReloadSeconds"],
