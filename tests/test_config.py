@@ -22,8 +22,8 @@ def test_defaults() -> None:
     assert all(s.policy.mode(r.id) is r.default_mode for r in ALL_RULES)  # the registry's defaults
     assert s.policy.isolate_non_gpu is True and s.policy.custom_templates == {}
     assert s.cluster_version_auto and s.policy.cluster_version is None
-    assert s.policy.shared_gpu and s.max_request_bytes == 4 * 1024 * 1024
-    assert s.max_connections == 1000 and s.max_inflight_bytes == 16 * 1024 * 1024
+    assert s.policy.shared_gpu and s.server.max_request_bytes == 4 * 1024 * 1024
+    assert s.server.max_connections == 1000 and s.server.max_inflight_bytes == 16 * 1024 * 1024
     assert set(DEFAULTS["rules"]) == set(RULE_IDS)
 
 
@@ -188,11 +188,11 @@ def test_gpu_model_integrations_and_exemptions() -> None:
 
 def test_cluster_view_and_device_classes() -> None:
     s = from_mapping({}, environ={})
-    assert s.cluster_view and s.policy.cluster is None  # on when a cluster is reachable; no view until synced
+    assert s.server.cluster_view and s.policy.cluster is None  # on when a cluster is reachable; no view until synced
     assert s.policy.gpu_device_classes == frozenset(
         {"gpu.nvidia.com", "mig.nvidia.com", "gpu.amd.com", "gpu.intel.com", "gpu-vfio.intel.com"}
     )
-    assert not from_mapping({"server": {"clusterView": "off"}}, environ={}).cluster_view
+    assert not from_mapping({"server": {"clusterView": "off"}}, environ={}).server.cluster_view
     assert problems({"server": {"clusterView": True}, "gpuDeviceClasses": ["gpu.nvidia.com", "Bad_Class", ""]}) == [
         "gpuDeviceClasses[1]: 'Bad_Class' is not a DeviceClass name",
         "gpuDeviceClasses[2]: must be a non-empty string, got ''",

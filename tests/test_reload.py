@@ -155,4 +155,21 @@ def test_a_reload_names_every_server_key_it_cannot_apply(start_server: Callable[
     changed["rules"] = {"no-privileged-gpu": "off"}
     volume.write(changed)
     until(lambda: allowed(server))  # the policy part is applied live
-    until(lambda: "server.bodySeconds, server.headerSeconds, server.idleSeconds changed" in server.log.read_text())
+    until(lambda: "server.idleSeconds, server.bodySeconds, server.headerSeconds changed" in server.log.read_text())
+
+
+def test_a_reload_applies_the_drain_and_the_reload_period_at_once(
+    start_server: Callable[..., Server], tmp_path: Path
+) -> None:
+    """The server section is compared whole: drainSeconds and configReloadSeconds are read where they
+    are used, so a reload applies them (said in the log); SIGTERM then drains for the new period."""
+    volume = ConfigMapVolume(tmp_path / "config", base(server={"configReloadSeconds": 0.2, "drainSeconds": 5.0}))
+    server = start_server(None, "--config", volume.path)
+    volume.write(base(server={"configReloadSeconds": 0.3, "drainSeconds": 0.4}))
+    until(lambda: "server.configReloadSeconds, server.drainSeconds applied" in server.log.read_text())
+    assert "keeps the running values" not in server.log.read_text()
+    started = time.monotonic()
+    server.proc.send_signal(signal.SIGTERM)
+    server.proc.wait(10)
+    assert time.monotonic() - started < 3.0  # the new 0.4 s, not the 5 s it started with
+    assert "draining for 0.4 s" in server.log.read_text()

@@ -11,6 +11,7 @@ from .defaults import COMMENTS, DEFAULTS
 from .settings import (
     ChartView,
     ConfigError,
+    ServerSettings,
     Settings,
     default_policy,
     from_chart_values,
@@ -26,6 +27,7 @@ __all__ = [
     "DEFAULTS",
     "ChartView",
     "ConfigError",
+    "ServerSettings",
     "Settings",
     "default_policy",
     "from_chart_values",

@@ -42,12 +42,10 @@ def parse_version(text: str) -> tuple[int, int] | None:
 
 
 @dataclass(frozen=True, slots=True)
-class Settings:
-    """Configuration resolved for the server and the CLI."""
+class ServerSettings:
+    """The config's `server` section: what the running process is built with (its transport's
+    limits and deadlines, its watchers' periods). A reload compares it whole (webhook.serve.reload)."""
 
-    policy: Policy
-    # "auto": ask the API server's /version at start-up; otherwise the version is in the policy.
-    cluster_version_auto: bool
     max_request_bytes: int
     # Hostile clients (webhook.serve.transport): open connections, and request bodies being
     # received or judged (summed over connections), past which a request is answered 503.
@@ -67,6 +65,23 @@ class Settings:
     write_seconds: float
     cluster_version_seconds: float  # clusterVersion auto: how often /version is read again; 0: once
     cluster_view: bool  # watch nodes and DRA objects when a cluster is reachable (webhook.cluster.view)
+
+    @staticmethod
+    def key(name: str) -> str:
+        """The config key of a field: `idle_seconds` -> `server.idleSeconds`."""
+        head, *rest = name.split("_")
+        return "server." + head + "".join(part.title() for part in rest)
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """A configuration resolved for the server and the CLI: the policy the core judges by, and
+    the server's own section."""
+
+    policy: Policy
+    server: ServerSettings
+    # "auto": ask the API server's /version at start-up; otherwise the version is in the policy.
+    cluster_version_auto: bool
     # Every key with its value after defaults: what start-up logs (the config holds no secrets).
     effective: Mapping[str, Any] = field(default_factory=dict)
 
@@ -341,18 +356,20 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], found: Found) -> Setti
     )
     return Settings(
         policy=policy,
+        server=ServerSettings(
+            max_request_bytes=max_bytes,
+            max_connections=server["maxConnections"],
+            max_inflight_bytes=inflight,
+            cert_reload_seconds=seconds["certReloadSeconds"],
+            config_reload_seconds=seconds["configReloadSeconds"],
+            drain_seconds=seconds["drainSeconds"],
+            idle_seconds=seconds["idleSeconds"],
+            body_seconds=seconds["bodySeconds"],
+            header_seconds=seconds["headerSeconds"],
+            write_seconds=seconds["writeSeconds"],
+            cluster_version_seconds=seconds["clusterVersionSeconds"],
+            cluster_view=server["clusterView"] == "auto",
+        ),
         cluster_version_auto=c["clusterVersion"] == "auto",
-        max_request_bytes=max_bytes,
-        max_connections=server["maxConnections"],
-        max_inflight_bytes=inflight,
-        cert_reload_seconds=seconds["certReloadSeconds"],
-        config_reload_seconds=seconds["configReloadSeconds"],
-        drain_seconds=seconds["drainSeconds"],
-        idle_seconds=seconds["idleSeconds"],
-        body_seconds=seconds["bodySeconds"],
-        header_seconds=seconds["headerSeconds"],
-        write_seconds=seconds["writeSeconds"],
-        cluster_version_seconds=seconds["clusterVersionSeconds"],
-        cluster_view=server["clusterView"] == "auto",
         effective=c,
     )

@@ -59,7 +59,7 @@ def run(
     """Serve until SIGTERM or SIGINT on uvloop where it is installed. A worker passes its
     `duty` and `last_word` and serves no metrics port of its own (the parent sums the workers').
     Raises OSError when the port cannot be bound."""
-    reloader = CertReloader(listen.cert_dir, settings.cert_reload_seconds, listen.client_ca)
+    reloader = CertReloader(listen.cert_dir, settings.server.cert_reload_seconds, listen.client_ca)
     try:
         import uvloop
 
@@ -95,7 +95,7 @@ async def _serve(
         from ..cluster.version import detect_version
 
         detect = partial(detect_version, quiet=True)
-    client = _cluster_client() if settings.cluster_view else None
+    client = _cluster_client() if settings.server.cluster_view else None
     webhook = Webhook(settings, reloader, listen.config_path, listen.digest, detect, client)
     http = await serve(webhook, listen.host, listen.port, reloader.context, reuse_port=reuse_port)
     duties: list[asyncio.Task[None]] = []
@@ -120,10 +120,12 @@ async def _serve(
     if webhook.config_reloader is not None:
         loop.add_signal_handler(signal.SIGHUP, webhook.config_reloader.wake.set)
     try:
-        if await received == signal.SIGTERM and settings.drain_seconds > 0:
+        signum = await received
+        drain = webhook.cell.active.server.drain_seconds  # read now: a reload may have changed it
+        if signum == signal.SIGTERM and drain > 0:
             webhook.ready = False
-            log.info("SIGTERM: not ready, draining for %.1f s", settings.drain_seconds)
-            await asyncio.sleep(settings.drain_seconds)
+            log.info("SIGTERM: not ready, draining for %.1f s", drain)
+            await asyncio.sleep(drain)
     finally:
         await shutdown(webhook, http, SHUTDOWN_SECONDS)  # closes the listener, then finishes reviews in flight
         if metrics_http is not None:

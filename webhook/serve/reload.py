@@ -6,8 +6,10 @@ symlink; reading the file through its path follows the swap. The file is read ev
 symlinks) and at once on SIGHUP. A changed file is validated in full, exactly like at start-up;
 only a valid policy replaces the active one, in a single assignment that requests pick up on
 their next read. A bad file is logged with every key that is wrong, counted, and the old policy
-keeps serving. The `server.*` settings (body limit, reload periods, drain) belong to the running
-process: changing them is reported as needing a restart.
+keeps serving. The `server.*` section is compared whole: the reload period and the drain apply at
+once (they are read where they are used); the rest (limits and deadlines built into the listening
+transport, the certificate and version periods, the cluster view) is logged as waiting for a
+restart, and the running values stay.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ import contextlib
 import hashlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import Final
 
-from ..config import ConfigError, Settings, from_text
+from ..config import ConfigError, ServerSettings, Settings, from_text
 from ..policy import Policy
 
 log = logging.getLogger("gpu-policy.reload")
@@ -28,15 +31,32 @@ log = logging.getLogger("gpu-policy.reload")
 
 @dataclass(frozen=True, slots=True)
 class Active:
-    """What requests are judged by: a policy and where it came from, swapped as one value."""
+    """What the process runs by, swapped as one value: the policy requests are judged by (with the
+    plan it runs and the cluster facts it reads), the server settings in force, and where they
+    came from."""
 
     policy: Policy
+    server: ServerSettings
     generation: int  # 1 at start-up, +1 per successful reload
     digest: str  # sha256 of the config file's bytes ("" for built-in defaults)
 
 
 def activate(settings: Settings, generation: int = 1, digest: str = "") -> Active:
-    return Active(settings.policy, generation, digest)
+    return Active(settings.policy, settings.server, generation, digest)
+
+
+# The server settings a reload applies at once: each is read where it is used, each time.
+LIVE: Final = frozenset({"config_reload_seconds", "drain_seconds"})
+
+
+def server_changes(new: ServerSettings, running: ServerSettings) -> tuple[ServerSettings, list[str], list[str]]:
+    """What a reload runs with (the live fields from the file, the rest as running), and the
+    config keys changed: (settings, applied, waiting for a restart)."""
+    changed = [f.name for f in fields(ServerSettings) if getattr(new, f.name) != getattr(running, f.name)]
+    live = {name: getattr(new, name) for name in changed if name in LIVE}
+    applied = [ServerSettings.key(name) for name in changed if name in LIVE]
+    waiting = [ServerSettings.key(name) for name in changed if name not in LIVE]
+    return replace(running, **live), applied, waiting
 
 
 def digest_of(data: bytes) -> str:
@@ -49,13 +69,11 @@ class ConfigReloader:
     def __init__(
         self,
         path: str,
-        settings: Settings,
         get: Callable[[], Active],
         put: Callable[[Active], None],
         count: Callable[[str], None],
     ) -> None:
         self.path = path
-        self.settings = settings  # what is running: server.* and the detected cluster version
         self.get = get
         self.put = put
         self.count = count  # result -> metrics ("ok", "error", "unchanged" is not counted)
@@ -85,20 +103,21 @@ class ConfigReloader:
             loaded = loaded.with_cluster_version(active.policy.cluster_version)
         # The cluster view belongs to the process, not the file: the new policy sees the same cluster.
         loaded = replace(loaded, policy=replace(loaded.policy, cluster=active.policy.cluster))
-        changed = server_changes(loaded, self.settings)
-        if changed:
+        server, applied, waiting = server_changes(loaded.server, active.server)
+        if applied:
+            log.info("config reload: %s applied", ", ".join(applied))
+        if waiting:
             log.warning(
-                "config reload: %s changed; the server keeps the running values until a restart",
-                ", ".join(f"server.{key}" for key in changed),
+                "config reload: %s changed; the server keeps the running values until a restart", ", ".join(waiting)
             )
-        self.put(activate(loaded, active.generation + 1, digest))
+        self.put(Active(loaded.policy, server, active.generation + 1, digest))
         self.count("ok")
         log.info("config reloaded: generation %d, sha256 %s", active.generation + 1, digest[:12])
         return True
 
     async def run(self) -> None:
-        period = self.settings.config_reload_seconds
         while True:
+            period = self.get().server.config_reload_seconds  # a reload may change it
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.wake.wait(), timeout=period if period > 0 else None)
             self.wake.clear()
@@ -107,13 +126,6 @@ class ConfigReloader:
             except Exception:  # a reload bug must never take the server down
                 log.exception("config reload failed; the current policy stays")
                 self.count("error")
-
-
-def server_changes(loaded: Settings, running: Settings) -> list[str]:
-    """Every `server.*` key whose value differs from the running server's (all of them apply at
-    start-up only: limits and timeouts are built into the transport then)."""
-    new, old = loaded.effective.get("server", {}), running.effective.get("server", {})
-    return sorted(key for key in new.keys() | old.keys() if new.get(key) != old.get(key))
 
 
 class VersionWatcher:
@@ -139,8 +151,7 @@ class VersionWatcher:
         active = self.get()
         if version is None or version == active.policy.cluster_version:
             return False
-        policy = replace(active.policy, cluster_version=version)
-        self.put(Active(policy, active.generation, active.digest))
+        self.put(replace(active, policy=replace(active.policy, cluster_version=version)))
         old = active.policy.cluster_version
         log.info(
             "cluster version changed: %s -> %d.%d",

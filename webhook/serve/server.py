@@ -77,12 +77,10 @@ class Webhook:
         self.config_reloader: ConfigReloader | None = None
         self.version_watcher: VersionWatcher | None = None
         if config_path is not None:
-            self.config_reloader = ConfigReloader(
-                config_path, settings, lambda: cell.active, self.put, counters.count_config
-            )
-        if detect_version is not None and settings.cluster_version_seconds > 0:
+            self.config_reloader = ConfigReloader(config_path, lambda: cell.active, self.put, counters.count_config)
+        if detect_version is not None and settings.server.cluster_version_seconds > 0:
             self.version_watcher = VersionWatcher(
-                settings.cluster_version_seconds, detect_version, lambda: cell.active, self.put
+                settings.server.cluster_version_seconds, detect_version, lambda: cell.active, self.put
             )
         self.cluster_client, self.cluster_timing = cluster_client, cluster_timing
         self.cluster_state = "off"
@@ -145,7 +143,7 @@ def healthz(_content_type: str = "", _body: bytes = b"") -> Answer:
 async def serve(webhook: Webhook, host: str, port: int, context: Any, *, reuse_port: bool = False) -> Transport:
     """The TLS port answering `webhook`'s routes, after its watchers started."""
     await webhook.start()
-    http = Transport(webhook.routes, webhook.settings, webhook.count_body_wait)
+    http = Transport(webhook.routes, webhook.settings.server, webhook.count_body_wait)
     try:
         await http.start(host, port, context, reuse_port=reuse_port)
     except BaseException:
@@ -164,7 +162,7 @@ async def shutdown(webhook: Webhook, http: Transport, timeout: float = 15.0) -> 
 async def serve_metrics(webhook: Webhook, host: str, port: int) -> Transport:
     """The plain-HTTP metrics port (Prometheus scrapes it without TLS or our CA): /metrics and
     the probes, on the same transport and limits as the TLS port."""
-    http = Transport(webhook.metrics_routes, webhook.settings)
+    http = Transport(webhook.metrics_routes, webhook.settings.server)
     await http.start(host, port, None)
     return http
 
@@ -190,7 +188,7 @@ def _start_cluster_view(webhook: Webhook) -> Any:
         active = cell.active
         if view is None and active.policy.cluster is None:
             return
-        put(Active(replace(active.policy, cluster=view), active.generation, active.digest))
+        put(replace(active, policy=replace(active.policy, cluster=view)))
         counters.view_synced = 0 if view is None else 1
         counters.view_nodes = 0 if view is None else view.nodes
         if view is None:

@@ -44,7 +44,7 @@ from aiohttp import hdrs, web
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 
 from ..admission.review import dumps
-from ..config import Settings
+from ..config import ServerSettings
 from .answer import JSON, TEXT, Answer, Handler
 
 log = logging.getLogger("gpu-policy.http")
@@ -148,14 +148,14 @@ BUSY: Final = _busy_answer()
 
 
 class Transport:
-    """One listening socket answering `routes` (path -> Route) under the server section of `settings`
-    (maxRequestBytes and the idle, header, body and write deadlines)."""
+    """One listening socket answering `routes` (path -> Route) under `limits`, the config's server
+    section (maxRequestBytes and the idle, header, body and write deadlines)."""
 
     def __init__(
-        self, routes: dict[str, Route], settings: Settings, on_body_wait: Callable[[int], None] | None = None
+        self, routes: dict[str, Route], limits: ServerSettings, on_body_wait: Callable[[int], None] | None = None
     ) -> None:
         self.routes = routes
-        self.settings = settings
+        self.limits = limits
         self.closing = False  # stop() called: every answer closes its connection
         # Told +1 / -1 as a request's body starts and stops being awaited (the in-flight gauge).
         self.on_body_wait = on_body_wait or (lambda _n: None)
@@ -171,7 +171,7 @@ class Transport:
         self, host: str, port: int, ssl_context: ssl.SSLContext | None, *, reuse_port: bool = False
     ) -> None:
         loop = asyncio.get_running_loop()
-        limits = self.settings  # the server section: maxRequestBytes and the deadlines
+        limits = self.limits
         max_body = limits.max_request_bytes
 
         def request(message: Any, payload: Any, protocol: Any, writer: Any, task: Any) -> web.BaseRequest:
@@ -221,7 +221,7 @@ class Transport:
 
     async def _sweep(self) -> None:
         """Ours: the header and write deadlines of every connection, a few times a second."""
-        limits = self.settings  # the server section: maxRequestBytes and the deadlines
+        limits = self.limits
         interval = min(1.0, max(0.05, min(limits.header_seconds, limits.write_seconds) / 4))
         loop = asyncio.get_running_loop()
         while True:
@@ -307,13 +307,13 @@ class Transport:
                 return response
             body = b""
             if route.body:
-                limit = self.settings.max_request_bytes
+                limit = self.limits.max_request_bytes
                 declared = request.content_length
                 if declared is None or declared > SMALL_BODY:
                     # A large body (or one of unknown length, counted at the limit) must fit the
                     # in-flight budget before a byte of it is read; refused ones never are.
                     need = limit if declared is None else min(declared, limit)
-                    budget = self.settings.max_inflight_bytes
+                    budget = self.limits.max_inflight_bytes
                     if self.inflight + need > budget:
                         self._busy(f"{self.inflight} bytes of request bodies in flight (server.maxInflightBytes)")
                         response = refusal(503, f"too many large requests in flight ({budget} bytes): try again")
@@ -335,7 +335,7 @@ class Transport:
                     try:
                         self.on_body_wait(1)
                         try:
-                            async with asyncio.timeout(self.settings.body_seconds):
+                            async with asyncio.timeout(self.limits.body_seconds):
                                 body = await _read_body(content, limit)
                         finally:
                             self.on_body_wait(-1)
@@ -343,7 +343,7 @@ class Transport:
                         return refusal(413, f"body larger than the {limit} byte limit")
                     except TimeoutError:
                         # A client trickling its body must not hold a handler: 408, and the connection closes.
-                        seconds = self.settings.body_seconds
+                        seconds = self.limits.body_seconds
                         return refusal(408, f"request body not complete within {seconds:g} s")
             try:
                 if len(body) > SMALL_BODY:

@@ -120,7 +120,7 @@ def serve_summed(settings: Settings, host: str, port: int, folder: str, children
 
     def serve_forever() -> None:
         loop = asyncio.new_event_loop()
-        transport = Transport(routes, settings)
+        transport = Transport(routes, settings.server)
         try:
             loop.run_until_complete(transport.start(host, port, None))
         except OSError as exc:
