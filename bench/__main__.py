@@ -40,7 +40,7 @@ RESULTS = HERE / "results"
 CONCURRENCY = (1, 8, 32, 64)
 
 
-PER_POD = ("cpu-small", "cpu-web", "gpu-mutated", "gpu-denied", "gpu-big")
+PER_POD = ("cpu-small", "cpu-web", "gpu-mutated", "gpu-denied", "gpu-big", "gpu-3c")
 
 
 RATES = (200, 500, 1000)

@@ -197,6 +197,10 @@ def pods() -> dict[str, dict[str, Any]]:
     web = pod([_container("web", env=10), _container("envoy", env=4), _container("oauth-proxy", env=4)], name="web")
     small = pod([_container("api", env=3)], name="api")
     big = pod([_container(f"worker-{i}", env=14, gpu="1" if i < 2 else None) for i in range(6)], name="batch")
+    # Issue 34's /mutate case: a GPU trainer with 20 env entries, a sidecar, an init container; the
+    # patch touches all three (the trainer's LD_LIBRARY_PATH, the others' isolation) and the nodeSelector.
+    three = pod([_container("trainer", env=20, gpu="1"), _container("log-shipper", env=6)])
+    three["spec"]["initContainers"] = [_container("fetch-weights", env=4)]
     return {
         "gpu-mutated": gpu_ok,
         "gpu-denied": gpu_denied,
@@ -204,6 +208,7 @@ def pods() -> dict[str, dict[str, Any]]:
         "cpu-web": web,
         "cpu-small": small,
         "gpu-big": big,
+        "gpu-3c": three,
     }
 
 

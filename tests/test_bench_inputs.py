@@ -29,7 +29,13 @@ def test_bodies_cover_the_mix() -> None:
         "cpu-web": ("allowed", "patched"),  # isolate-non-gpu
         "cpu-small": ("allowed", "patched"),
         "gpu-big": ("allowed", "patched"),
+        "gpu-3c": ("allowed", "patched"),
     }
+    # issue 34's /mutate case: the trainer (LD_LIBRARY_PATH, AMD isolation), the sidecar and the init
+    # container (isolation) are patched, and the pod gets the default GPU model
+    three = review.parse(json.loads(bodies()["gpu-3c"]))
+    touched = {"/".join(op["path"].split("/")[:4]) for op in admission.mutate(three, POLICY).ops}
+    assert touched == {"/spec/containers/0", "/spec/containers/1", "/spec/initContainers/0", "/spec/nodeSelector"}
 
 
 def test_core_micro_benchmark_runs() -> None:

