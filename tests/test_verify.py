@@ -373,9 +373,9 @@ def isolation(kube: KubeApi, tmp_path: Path, **options: Any) -> Any:
 
     v = verifier(kube, tmp_path, **options)
     nodes = {n["metadata"]["name"]: n for n in v.kube.nodes() if gpu_resources(n, v.policy)}
-    with v.cleanup():
+    with v.runner.cleanup():
         v.isolation(nodes)
-    [check] = [c for c in v.report.checks if c.name == "isolation nvidia.com/gpu"]
+    [check] = [c for c in v.runner.report.checks if c.name == "isolation nvidia.com/gpu"]
     return check
 
 
@@ -384,8 +384,8 @@ def test_sequential_probes_see_the_same_gpu_on_a_healthy_node(kube: KubeApi, tmp
     has freed its GPU, and the device plugin hands the next one the lowest free: the same."""
     cluster(kube, delay=0.02)
     v = verifier(kube, tmp_path)
-    with v.cleanup():
-        first, second = v.probe("a", "gke-t4-pool-0", GPU), v.probe("b", "gke-t4-pool-0", GPU)
+    with v.runner.cleanup():
+        first, second = v.runner.probe("a", "gke-t4-pool-0", GPU), v.runner.probe("b", "gke-t4-pool-0", GPU)
     assert first[0].units == second[0].units == ("GPU-0f6c3f58-4a8e-6a1c-2b9d-9c1e5d2f7a10",)
 
 

@@ -245,7 +245,8 @@ def schedulable(node: dict[str, Any]) -> bool:
 
 class ProbeRunner:
     """Probe pods on a live cluster: create them (owned by the run's ConfigMap, labelled), wait
-    for their logs, delete them on every path out; and the report the checks add to."""
+    for their logs, delete them on every path out; and the report the checks add to. The checks
+    (webhook.cluster.verify.Verifier) hold one and call it."""
 
     def __init__(self, kube: Kube, policy: Policy, options: Options, progress: Callable[[str], None]) -> None:
         self.kube = kube
@@ -257,7 +258,7 @@ class ProbeRunner:
         self.probes: list[str] = []
         self.deadline = time.monotonic() + options.timeout
 
-    def _in_use(self, node: str, resource: str) -> int:
+    def in_use(self, node: str, resource: str) -> int:
         """How many `resource` the pods on `node` that still hold devices have asked for (as the
         scheduler counts: a pod's containers summed, or its largest init container if more)."""
         used = 0
@@ -270,7 +271,7 @@ class ProbeRunner:
             used += max(regular, init)
         return used
 
-    def _wait_all(self, names: list[str], node: str, resource: str) -> dict[str, Seen] | Check:
+    def wait_all(self, names: list[str], node: str, resource: str) -> dict[str, Seen] | Check:
         """Each held probe's report, once it is Running (or done) and its log complete; a Check
         when one cannot run: could not check (no device free for it), failed, or out of time."""
         seen: dict[str, Seen] = {}
@@ -312,7 +313,7 @@ class ProbeRunner:
             _PENDING_FIX,
         )
 
-    def _pod_body(self, suffix: str, containers: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+    def pod_body(self, suffix: str, containers: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
         meta: dict[str, Any] = {
             "name": f"gpu-policy-verify-{self.report.run}-{suffix}",
             "namespace": self.o.namespace,
@@ -330,7 +331,7 @@ class ProbeRunner:
             ]
         return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": containers, **spec}}
 
-    def _create_probe(self, suffix: str, node: str, resource: str | None, hold: bool = False) -> str | Check:
+    def create_probe(self, suffix: str, node: str, resource: str | None, hold: bool = False) -> str | Check:
         """Creates one probe pod on `node` (through the scheduler); its name, or a failed Check.
         A held probe stays Running after its report (for at most the rest of the run)."""
         script = PROBE_SCRIPT
@@ -366,7 +367,7 @@ class ProbeRunner:
         }
         if hold:  # should verify itself die, the kubelet still ends the probe and frees its GPU
             spec["activeDeadlineSeconds"] = max(1, int(self.o.timeout))
-        body = self._pod_body(f"{len(self.probes) + 1}-{suffix}", [container], **spec)
+        body = self.pod_body(f"{len(self.probes) + 1}-{suffix}", [container], **spec)
         name = str(body["metadata"]["name"])
         from kubernetes.client.exceptions import ApiException
 
@@ -385,7 +386,7 @@ class ProbeRunner:
         self.progress(f"probe {name}: created ({resource or 'no GPU'} on {node})")
         return name
 
-    def _delete_probes(self, names: list[str]) -> None:
+    def delete_probes(self, names: list[str]) -> None:
         from kubernetes.client.exceptions import ApiException
 
         if self.o.keep:
@@ -396,7 +397,7 @@ class ProbeRunner:
 
     def probe(self, suffix: str, node: str, resource: str | None) -> tuple[Seen, str] | Check:
         """Runs one probe on `node` to completion; (what it saw, its node) or a failed Check."""
-        created = self._create_probe(suffix, node, resource)
+        created = self.create_probe(suffix, node, resource)
         if isinstance(created, Check):
             return created
         name = created
@@ -458,12 +459,12 @@ class ProbeRunner:
         self.report.cleaned = True
         self.progress(f"cleaned up: {len(names)} probe(s) and their owner deleted")
 
-    def _add(self, name: str, status: str, summary: str, evidence: dict[str, Any] | None = None, fix: str = "") -> None:
+    def add(self, name: str, status: str, summary: str, evidence: dict[str, Any] | None = None, fix: str = "") -> None:
         self.report.checks.append(Check(name, status, summary, evidence or {}, fix))
         self.progress(f"{status.upper():4} {name}: {summary}")
 
-    def _add_check(self, name: str, check: Check) -> None:
-        self._add(name, check.status, check.summary, check.evidence, check.fix)
+    def add_check(self, name: str, check: Check) -> None:
+        self.add(name, check.status, check.summary, check.evidence, check.fix)
 
 
 WIRING_FIX = (

@@ -19,10 +19,12 @@ Ctrl-C. Everything goes through the official `kubernetes` client.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
+from ..policy import Policy
 from ..policy.gpus import is_shared
 from .client import ClusterError
 from .probes import (
@@ -32,6 +34,8 @@ from .probes import (
     SKIP,
     WIRING_FIX,
     Check,
+    Kube,
+    Options,
     ProbeRunner,
     Report,
     count_text,
@@ -42,8 +46,15 @@ from .probes import (
 )
 
 
-class Verifier(ProbeRunner):
-    """The checks, in the order `run` makes them; the probes' lifecycle is ProbeRunner's."""
+class Verifier:
+    """The checks, in the order `run` makes them; the probes' lifecycle and the report are its
+    ProbeRunner's."""
+
+    def __init__(self, kube: Kube, policy: Policy, options: Options, progress: Callable[[str], None]) -> None:
+        self.kube = kube
+        self.policy = policy
+        self.o = options
+        self.runner = ProbeRunner(kube, policy, options, progress)
 
     def run(self) -> Report:
         nodes = self.kube.nodes()
@@ -56,13 +67,13 @@ class Verifier(ProbeRunner):
                 "(gpuResourceName, gpuDeviceResources)"
             )
         self.device_plugin(nodes, gpu_nodes)
-        with self.cleanup():
+        with self.runner.cleanup():
             self.requests_enforced(gpu_nodes)
             self.isolation(gpu_nodes)
             self.webhook()
         self.native()
         self.native_rules()
-        return self.report
+        return self.runner.report
 
     def native(self) -> None:
         """enforcement both/native: isolation's MutatingAdmissionPolicy and its binding are there,
@@ -73,16 +84,18 @@ class Verifier(ProbeRunner):
             policies = self.kube.admission_policies("mutatingadmissionpolicies")
             bindings = self.kube.admission_policies("mutatingadmissionpolicybindings") or []
         except ApiException as exc:
-            self._add(
+            self.runner.add(
                 "native-isolation", FAIL, f"cannot list MutatingAdmissionPolicies ({exc.status})", {}, _NATIVE_FIX
             )
             return
         if policies is None:
-            self._add("native-isolation", SKIP, "this API server has no MutatingAdmissionPolicy v1 (before 1.36)", {})
+            self.runner.add(
+                "native-isolation", SKIP, "this API server has no MutatingAdmissionPolicy v1 (before 1.36)", {}
+            )
             return
         ours = [p for p in policies if p.get("metadata", {}).get("name", "").endswith("-isolate-non-gpu")]
         if not ours:
-            self._add(
+            self.runner.add(
                 "native-isolation",
                 INFO,
                 "not installed: isolation is the mutating webhook's alone (enforcement webhook), so it lapses "
@@ -100,11 +113,13 @@ class Verifier(ProbeRunner):
         ]
         evidence = {"policy": name, "bindings": [b["metadata"]["name"] for b in bound], "typeChecking": warnings}
         if not bound:
-            self._add("native-isolation", FAIL, f"{name} has no binding, so it never runs", evidence, _NATIVE_FIX)
+            self.runner.add("native-isolation", FAIL, f"{name} has no binding, so it never runs", evidence, _NATIVE_FIX)
         elif warnings:
-            self._add("native-isolation", FAIL, f"{name}: the API server's type check warns", evidence, _NATIVE_FIX)
+            self.runner.add(
+                "native-isolation", FAIL, f"{name}: the API server's type check warns", evidence, _NATIVE_FIX
+            )
         else:
-            self._add(
+            self.runner.add(
                 "native-isolation", PASS, f"{name} is installed and bound: the API server isolates pods", evidence
             )
 
@@ -127,16 +142,20 @@ class Verifier(ProbeRunner):
             policies = self.kube.admission_policies("validatingadmissionpolicies")
             bindings = self.kube.admission_policies("validatingadmissionpolicybindings") or []
         except ApiException as exc:
-            self._add("native-rules", FAIL, f"cannot list ValidatingAdmissionPolicies ({exc.status})", {}, _NATIVE_FIX)
+            self.runner.add(
+                "native-rules", FAIL, f"cannot list ValidatingAdmissionPolicies ({exc.status})", {}, _NATIVE_FIX
+            )
             return
         if policies is None:
-            self._add("native-rules", SKIP, "this API server has no ValidatingAdmissionPolicy v1 (before 1.30)", {})
+            self.runner.add(
+                "native-rules", SKIP, "this API server has no ValidatingAdmissionPolicy v1 (before 1.30)", {}
+            )
             return
         ours = {
             rule: p for p in policies for rule in expected if p.get("metadata", {}).get("name", "").endswith(f"-{rule}")
         }
         if not ours:
-            self._add(
+            self.runner.add(
                 "native-rules",
                 INFO,
                 "not installed: the rules are the validating webhook's alone (enforcement webhook)",
@@ -170,9 +189,9 @@ class Verifier(ProbeRunner):
             if warnings:
                 problems.append(f"{name}: the API server's type check warns")
         if problems:
-            self._add("native-rules", FAIL, "; ".join(problems), evidence, _NATIVE_FIX)
+            self.runner.add("native-rules", FAIL, "; ".join(problems), evidence, _NATIVE_FIX)
         else:
-            self._add(
+            self.runner.add(
                 "native-rules",
                 PASS,
                 f"{len(expected)} rules are installed and bound: the API server enforces them itself",
@@ -188,7 +207,7 @@ class Verifier(ProbeRunner):
                     running[node] = f"{p['metadata'].get('namespace')}/{p['metadata']['name']}"
         missing = sorted(n for n in gpu_nodes if n not in running)
         if missing:
-            self._add(
+            self.runner.add(
                 "device-plugin",
                 FAIL,
                 f"no Running device-plugin pod on {len(missing)} of {len(gpu_nodes)} GPU node(s)",
@@ -197,7 +216,7 @@ class Verifier(ProbeRunner):
                 "a plugin with other labels: --device-plugin-selector",
             )
         else:
-            self._add(
+            self.runner.add(
                 "device-plugin",
                 PASS,
                 f"a device-plugin pod runs on each of the {len(gpu_nodes)} GPU node(s)",
@@ -216,7 +235,7 @@ class Verifier(ProbeRunner):
             and any(k in ((n.get("metadata") or {}).get("labels") or {}) for k in labels)
         )
         if disagree or unlabelled:
-            self._add(
+            self.runner.add(
                 "gpu-nodes",
                 FAIL,
                 (f"{len(disagree)} node(s) with GPU capacity != allocatable (unhealthy GPUs)" if disagree else "")
@@ -227,7 +246,7 @@ class Verifier(ProbeRunner):
                 "devices; for labelled nodes: the driver and the device plugin on that node",
             )
         else:
-            self._add(
+            self.runner.add(
                 "gpu-nodes",
                 PASS,
                 "every GPU node's capacity equals its allocatable; every GPU-labelled node advertises GPUs",
@@ -269,18 +288,20 @@ class Verifier(ProbeRunner):
         resource = self._main_resource(gpu_nodes)
         node = self._pick(gpu_nodes, resource, 1)
         if node is None:
-            self._add("requests-enforced", SKIP, f"no schedulable node advertises {resource}", {"resource": resource})
+            self.runner.add(
+                "requests-enforced", SKIP, f"no schedulable node advertises {resource}", {"resource": resource}
+            )
             return
-        with_gpu = self.probe("one", node, resource)
+        with_gpu = self.runner.probe("one", node, resource)
         if isinstance(with_gpu, Check):
-            self._add_check("requests-enforced", with_gpu)
+            self.runner.add_check("requests-enforced", with_gpu)
             return
         seen, where = with_gpu
         evidence = {"node": where, "resource": resource, "devices": list(seen.devices), "uuids": list(seen.units)}
         if len(seen.units) == 1 or (not seen.smi and len(seen.devices) == 1):
-            self._add("requests-enforced", PASS, f"a probe with 1 {resource} sees exactly 1 device", evidence)
+            self.runner.add("requests-enforced", PASS, f"a probe with 1 {resource} sees exactly 1 device", evidence)
         else:
-            self._add(
+            self.runner.add(
                 "requests-enforced",
                 FAIL,
                 f"a probe with 1 {resource} sees {len(seen.units) or len(seen.devices)} device(s)",
@@ -288,9 +309,9 @@ class Verifier(ProbeRunner):
                 "the device plugin must hand out exactly what is requested: check its config "
                 "(time-slicing replicas, MIG strategy) and that the container runtime uses the NVIDIA runtime",
             )
-        none = self.probe("none", node, None)
+        none = self.runner.probe("none", node, None)
         if isinstance(none, Check):
-            self._add_check("no-request-sees-none", none)
+            self.runner.add_check("no-request-sees-none", none)
             return
         seen, where = none
         evidence = {
@@ -302,9 +323,9 @@ class Verifier(ProbeRunner):
             "render": list(seen.render),
         }
         if seen.sees_none:
-            self._add("no-request-sees-none", PASS, "a probe without a GPU request sees no GPU", evidence)
+            self.runner.add("no-request-sees-none", PASS, "a probe without a GPU request sees no GPU", evidence)
         else:
-            self._add(
+            self.runner.add(
                 "no-request-sees-none",
                 FAIL,
                 f"a probe without a GPU request sees {len(seen.units) or len(seen.devices)} GPU(s)",
@@ -328,31 +349,31 @@ class Verifier(ProbeRunner):
             name = f"isolation {resource}"
             node = self._pick(gpu_nodes, resource, 2)
             if node is None:
-                self._add(
+                self.runner.add(
                     name, SKIP, f"no schedulable node has 2 {resource} to give two probes", {"resource": resource}
                 )
                 continue
-            free = gpu_resources(gpu_nodes[node], self.policy).get(resource, 0) - self._in_use(node, resource)
+            free = gpu_resources(gpu_nodes[node], self.policy).get(resource, 0) - self.runner.in_use(node, resource)
             if free < 2:
-                self._add(name, SKIP, only_free(free, resource, node), {"node": node, "resource": resource})
+                self.runner.add(name, SKIP, only_free(free, resource, node), {"node": node, "resource": resource})
                 continue
             self._isolation(name, node, resource, min(free, self.o.isolation_probes))
 
     def _isolation(self, name: str, node: str, resource: str, count: int) -> None:
         """`count` probes with 1 `resource` each, created together and each held Running after it
         reports, so no device is freed (and handed out again) before every probe has seen its own."""
-        probes = [self._create_probe(f"iso-{chr(ord('a') + i)}", node, resource, hold=True) for i in range(count)]
+        probes = [self.runner.create_probe(f"iso-{chr(ord('a') + i)}", node, resource, hold=True) for i in range(count)]
         try:
             refused = next((p for p in probes if isinstance(p, Check)), None)
             if refused is not None:
-                self._add_check(name, refused)
+                self.runner.add_check(name, refused)
                 return
             names = [p for p in probes if isinstance(p, str)]
-            seen = self._wait_all(names, node, resource)
+            seen = self.runner.wait_all(names, node, resource)
         finally:
-            self._delete_probes([p for p in probes if isinstance(p, str)])
+            self.runner.delete_probes([p for p in probes if isinstance(p, str)])
         if isinstance(seen, Check):
-            self._add_check(name, seen)
+            self.runner.add_check(name, seen)
             return
         units = {probe: list(found.units) for probe, found in seen.items()}
         shared = [
@@ -364,18 +385,18 @@ class Verifier(ProbeRunner):
         evidence: dict[str, Any] = {"node": node, "resource": resource, "probes": units, "shared": shared}
         if not all(units.values()):
             blind = [p for p, u in units.items() if not u]
-            self._add(
+            self.runner.add(
                 name, FAIL, f"probe {blind[0]} with 1 {resource} saw no device", evidence, "see requests-enforced"
             )
         elif not shared:
-            self._add(
+            self.runner.add(
                 name,
                 PASS,
                 f"{count_text(count)} probes with 1 {resource} each, running together on {node}, see different devices",
                 evidence,
             )
         elif is_shared(resource, self.policy):
-            self._add(
+            self.runner.add(
                 name,
                 INFO,
                 f"{resource} slots are on the same card ({shared[0][2]}): time-slicing hands out turns, not cards",
@@ -383,7 +404,7 @@ class Verifier(ProbeRunner):
             )
         else:
             pair = "two probes" if count == 2 else f"probes {shared[0][0]} and {shared[0][1]}"
-            self._add(
+            self.runner.add(
                 name,
                 FAIL,
                 f"{pair} with 1 {resource} each, running together on {node}, both see {shared[0][2]}",
@@ -416,24 +437,24 @@ class Verifier(ProbeRunner):
         from kubernetes.client.exceptions import ApiException
 
         for name, container in bad.items():
-            body = self._pod_body(f"dry-{name.rsplit('-', 1)[1]}", [container])
+            body = self.runner.pod_body(f"dry-{name.rsplit('-', 1)[1]}", [container])
             try:
                 self.kube.create_pod(self.o.namespace, body, dry_run=True)
             except ApiException as exc:
                 message = status_message(exc)
                 if exc.status == 403 and "GPU policy" in message:
-                    self._add(name, PASS, "denied by gpu-policy (server-side dry run)", {"message": message})
+                    self.runner.add(name, PASS, "denied by gpu-policy (server-side dry run)", {"message": message})
                 else:
-                    self._add(
+                    self.runner.add(
                         name, FAIL, f"refused, but not by gpu-policy ({exc.status})", {"message": message}, WIRING_FIX
                     )
                 continue
-            self._add(name, FAIL, "a server-side dry run was admitted", {}, WIRING_FIX)
-        plain = self._pod_body("dry-plain", [{"name": "c", "image": self.o.image}])
+            self.runner.add(name, FAIL, "a server-side dry run was admitted", {}, WIRING_FIX)
+        plain = self.runner.pod_body("dry-plain", [{"name": "c", "image": self.o.image}])
         try:
             created = self.kube.create_pod(self.o.namespace, plain, dry_run=True)
         except ApiException as exc:
-            self._add(
+            self.runner.add(
                 "webhook-voids-plain-pod",
                 FAIL,
                 f"a plain pod was refused ({exc.status})",
@@ -444,11 +465,13 @@ class Verifier(ProbeRunner):
         env = (created.get("spec") or {}).get("containers", [{}])[0].get("env") or []
         value = next((e.get("value") for e in env if e.get("name") == "NVIDIA_VISIBLE_DEVICES"), None)
         if value == "void":
-            self._add("webhook-voids-plain-pod", PASS, "a plain pod gets NVIDIA_VISIBLE_DEVICES=void", {"env": env})
+            self.runner.add(
+                "webhook-voids-plain-pod", PASS, "a plain pod gets NVIDIA_VISIBLE_DEVICES=void", {"env": env}
+            )
         elif not self.policy.isolate_non_gpu:
-            self._add("webhook-voids-plain-pod", SKIP, "isolateNonGpu is off in this config", {})
+            self.runner.add("webhook-voids-plain-pod", SKIP, "isolateNonGpu is off in this config", {})
         else:
-            self._add(
+            self.runner.add(
                 "webhook-voids-plain-pod",
                 FAIL,
                 "a plain pod came back without NVIDIA_VISIBLE_DEVICES=void",

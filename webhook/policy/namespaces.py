@@ -19,6 +19,7 @@ most RBAC setups; never a pod author):
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Final
 
 from .types import NamespaceFacts, Policy
@@ -27,17 +28,21 @@ NAME_LABEL: Final = "kubernetes.io/metadata.name"  # every namespace's own name 
 MAX_GPUS_LABEL: Final = "gpu-policy.io/max-gpus-per-pod"
 GPU_KINDS_ANNOTATION: Final = "gpu-policy.io/gpu-kinds"
 
-NOT_SYNCED: Final = "not synced"
-NOT_SEEN: Final = "not seen"
+
+class Unknown(Enum):
+    """Why a namespace's facts are not known (a type of its own: never mistaken for facts)."""
+
+    NOT_SYNCED = "not synced"
+    NOT_SEEN = "not seen"
 
 
-def facts(namespace: str, policy: Policy) -> NamespaceFacts | str:
-    """The view's facts of `namespace`, or NOT_SYNCED / NOT_SEEN."""
+def facts(namespace: str, policy: Policy) -> NamespaceFacts | Unknown:
+    """The view's facts of `namespace`, or why they are unknown."""
     known = policy.cluster.namespaces if policy.cluster is not None else None
     if known is None:
-        return NOT_SYNCED
+        return Unknown.NOT_SYNCED
     found = known.get(namespace)
-    return NOT_SEEN if found is None else found
+    return Unknown.NOT_SEEN if found is None else found
 
 
 def label(found: NamespaceFacts, key: str) -> str | None:

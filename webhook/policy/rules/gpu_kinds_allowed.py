@@ -28,7 +28,7 @@ from fnmatch import fnmatchcase
 
 from ..containers import Container
 from ..gpus import Source, is_companion, is_device, is_shared, kai_pod, may_be_gpu_claim, source, whole
-from ..namespaces import GPU_KINDS_ANNOTATION, facts
+from ..namespaces import GPU_KINDS_ANNOTATION, Unknown, facts
 from ..nodes import claim_classes
 from ..objects import PodView
 from ..quantity import QuantityError, parse_quantity
@@ -136,7 +136,7 @@ def used(view: PodView, policy: Policy) -> list[tuple[str, str, Container | None
 def allowed(namespace: str, policy: Policy) -> tuple[tuple[str, ...], str, str]:
     """(patterns, where they come from, what is wrong with the namespace's annotation or "")."""
     found = facts(namespace, policy)
-    if isinstance(found, str) or not found.gpu_kinds:
+    if isinstance(found, Unknown) or not found.gpu_kinds:
         return policy.gpu_kinds_allowed, "gpuKindsAllowed", ""
     patterns, problem = parse_kinds(found.gpu_kinds)
     return patterns, f"the namespace's {GPU_KINDS_ANNOTATION} annotation", problem

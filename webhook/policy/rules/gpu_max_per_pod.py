@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 
 from ..gpus import is_device
-from ..namespaces import MAX_GPUS_LABEL, facts, label
+from ..namespaces import MAX_GPUS_LABEL, Unknown, facts, label
 from ..objects import PodView
 from ..quantity import QuantityError, parse_quantity
 from ..rule import GPU_RESOURCE, Rule
@@ -55,7 +55,7 @@ def devices(view: PodView, policy: Policy) -> tuple[int, int]:
 def cap(namespace: str, policy: Policy) -> tuple[int, str]:
     """The most GPU devices one pod of `namespace` may have, and what says so."""
     found = facts(namespace, policy)
-    if isinstance(found, str):
+    if isinstance(found, Unknown):
         return policy.gpu_max_per_pod, "gpuMaxPerPod"
     value = label(found, MAX_GPUS_LABEL)
     if value is None:

@@ -15,7 +15,7 @@ unless the namespace carries label X") and fails closed too.
 from __future__ import annotations
 
 from ..gpus import gets_gpu
-from ..namespaces import NAME_LABEL, NOT_SYNCED, facts
+from ..namespaces import NAME_LABEL, Unknown, facts
 from ..objects import PodView
 from ..rule import GPU_POD, Rule
 from ..types import Mode, Policy, Violation
@@ -63,12 +63,12 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
         detail, fix = "may not run GPU pods: it is not in gpuNamespaces", "ask the platform to list it in gpuNamespaces"
     else:
         found = facts(namespace, policy)
-        if found == NOT_SYNCED:
+        if found is Unknown.NOT_SYNCED:
             detail = (
                 f"may run GPU pods only if its labels match {wanted(policy)}, and gpu-policy does not see namespace "
                 "labels yet (its cluster view is not synced): failing closed, retry in a moment"
             )
-        elif isinstance(found, str):  # NOT_SEEN
+        elif found is Unknown.NOT_SEEN:
             detail = (
                 "is not yet in gpu-policy's view of namespaces (created a moment ago?): failing closed until it is; "
                 f"GPU pods need labels matching {wanted(policy)}"
