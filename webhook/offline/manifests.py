@@ -31,7 +31,7 @@ class Document:
     index: int  # 1-based document number within the file
     item: int | None  # 0-based index inside a List, if any
     obj: Any
-    node: Any = None  # the YAML node it was built from: where each field is (line_of)
+    node: yaml.Node | None = None  # the YAML node it was built from: where each field is (line_of)
 
     @property
     def where(self) -> str:

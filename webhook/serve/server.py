@@ -19,6 +19,8 @@ from .reload import Active, ConfigReloader, VersionWatcher, activate
 from .transport import Route, Transport
 
 if TYPE_CHECKING:
+    from ..cluster.reflector import Timing
+    from ..cluster.view import ClusterWatcher
     from .tls import CertReloader
 
 log = logging.getLogger("gpu-policy.server")
@@ -58,7 +60,7 @@ class Webhook:
         digest: str = "",
         detect_version: Callable[[], tuple[int, int] | None] | None = None,
         cluster_client: Any = None,
-        cluster_timing: Any = None,
+        cluster_timing: Timing | None = None,
     ) -> None:
         """`reloader` owns the TLS context; the config file at `config_path` (whose bytes hash to
         `digest`) and, with `detect_version` (clusterVersion auto), the cluster's version are
@@ -86,7 +88,7 @@ class Webhook:
         self.cluster_state = "off"
         counters.view_synced = -1 if cluster_client is None else 0
         self._tasks: list[asyncio.Task[None]] = []
-        self._cluster_watcher: Any = None
+        self._cluster_watcher: ClusterWatcher | None = None
         post = frozenset({"POST"})
         probes = {"/healthz": Route(GET, healthz), "/readyz": Route(GET, self.readyz)}
         self.routes: dict[str, Route] = {
@@ -167,7 +169,7 @@ async def serve_metrics(webhook: Webhook, host: str, port: int) -> Transport:
     return http
 
 
-def _start_cluster_view(webhook: Webhook) -> Any:
+def _start_cluster_view(webhook: Webhook) -> ClusterWatcher | None:
     """Starts the watch threads; each view they publish is swapped into the cell on the loop."""
     if webhook.cluster_client is None:
         return None
