@@ -33,9 +33,12 @@ from tests.test_adversary import pods as adversary_pods
 from webhook.admission import mutate, validate
 from webhook.admission.review import parse
 from webhook.config import from_mapping
-from webhook.policy import ALL_RULES, Mode
+from webhook.policy import ALL_RULES, RULES, Mode
 
 TWINS = sorted(r.id for r in ALL_RULES if getattr(r, "native", None) is not None)
+# What the shipped values install (a rule that is off has no policy), and on templates too.
+SHIPPED = sorted(r.id for r in RULES if r.native is not None and r.default_mode is not Mode.OFF)
+ON_TEMPLATES = sorted(r.id for r in RULES if r.native is not None and r.id in SHIPPED and not r.native.pods_only)
 Compiled = dict[str, tuple[ValidatingPolicy, list[str]]]
 
 
@@ -84,16 +87,18 @@ def agree(compiled: Compiled, obj: dict[str, Any], config: dict[str, Any] | None
 
 
 def test_every_rule_with_a_twin_is_installed_with_its_action(shipped: Compiled) -> None:
-    assert TWINS and sorted(shipped) == TWINS
+    assert SHIPPED and sorted(shipped) == SHIPPED
     assert all(actions == ["Deny"] for _vap, actions in shipped.values())
 
 
 @pytest.mark.parametrize("rule", TWINS)
-def test_each_twin_says_what_its_rule_says_for_the_rule_example(rule: str, shipped: Compiled) -> None:
-    """The README's example of each rule: the same sentence from the API server as from the webhook."""
+def test_each_twin_says_what_its_rule_says_for_the_rule_example(rule: str, tmp_path: Path) -> None:
+    """The README's example of each rule, the rule on (deny): the same sentence from the API
+    server as from the webhook."""
     (r,) = [r for r in ALL_RULES if r.id == rule]
     example = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "example", "namespace": "ml"}, **r.example}
-    assert agree(shipped, example) == {rule}
+    config = {"rules": {rule: "deny"}}
+    assert agree(twins(config, tmp_path), example, config) == {rule}
 
 
 def test_every_corpus_pod_is_judged_as_the_webhook_judges_it(shipped: Compiled) -> None:
@@ -352,6 +357,74 @@ def test_native_leaves_the_twinned_rules_out_of_the_pods_webhook(tmp_path: Path)
     assert "nvidia.com/gpu" in conditions["native"] or "contains('/')" in conditions["native"]
 
 
+def owned(p: dict[str, Any], *refs: tuple[str, bool | None]) -> dict[str, Any]:
+    """`p` with ownerReferences of these kinds (controller: True, False, or the field left out)."""
+    out = copy.deepcopy(p)
+    out["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": kind, "name": f"o{i}", "uid": f"u{i}", **({} if c is None else {"controller": c})}
+        for i, (kind, c) in enumerate(refs)
+    ]
+    return out
+
+
+GPU_POD = pod(container(gpu="1"))
+OWNER_SHAPES = {
+    "bare": GPU_POD,
+    "replicaset": owned(GPU_POD, ("ReplicaSet", True)),
+    "job-not-controller": owned(GPU_POD, ("Job", False)),
+    "job-controller-unset": owned(GPU_POD, ("Job", None)),
+    "node-controller": owned(GPU_POD, ("Node", True)),
+    "second-is-the-controller": owned(GPU_POD, ("Job", False), ("ConfigMap", True)),
+    "lower-case-kind": owned(GPU_POD, ("replicaset", True)),
+    "no-gpu": pod(container()),
+    "zero-gpu": pod(container(gpu="0")),
+    "mig": pod(container(resources={"limits": {"nvidia.com/mig-1g.5gb": "1"}})),
+    "amd": pod(container(resources={"limits": {"amd.com/gpu": "1"}})),
+    "requests-only": pod(container(resources={"requests": {GPU: "1"}})),
+    "init-gpu": pod(container(), initContainers=[container("i", gpu="1")]),
+    "dra-claim": pod(
+        container(resources={"claims": [{"name": "gpu"}]}),
+        resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}],
+    ),
+    "pinned-no-gpu": pod(container(), nodeSelector={"nvidia.com/gpu.present": "true"}),
+    "kai-fraction": {
+        **pod(container(), schedulerName="kai-scheduler"),
+        "metadata": {"name": "p", "namespace": "ml", "annotations": {"gpu-fraction": "0.5"}},
+    },
+    "daemonset-agent": owned(pod(container(gpu="1"), hostPID=True), ("DaemonSet", True)),
+    "node-agent-bare": pod(container(image="nvcr.io/nvidia/k8s/dcgm-exporter:4.2", gpu="0"), hostPID=True),
+}
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"rules": {"gpu-controller-owned": "deny"}},
+        {"rules": {"gpu-controller-owned": "deny"}, "gpuControllerKinds": ["Job"]},
+    ],
+    ids=["default-kinds", "jobs-only"],
+)
+def test_the_controller_owned_twin_judges_pods_as_the_webhook(config: dict[str, Any], tmp_path: Path) -> None:
+    """gpu-controller-owned (off by default) on: its Pods-only twin fails exactly where the rule
+    does, with its sentence, over the owner shapes and every corpus pod; no template policy."""
+    compiled = twins(config, tmp_path)
+    assert "gpu-controller-owned" in compiled
+    fired = {name for name, p in OWNER_SHAPES.items() if "gpu-controller-owned" in agree(compiled, p, config)}
+    expected = {"bare", "job-not-controller", "job-controller-unset", "node-controller", "second-is-the-controller",
+                "lower-case-kind", "mig", "amd", "requests-only", "init-gpu", "dra-claim", "kai-fraction"}  # fmt: skip
+    if config.get("gpuControllerKinds") == ["Job"]:
+        expected |= {"replicaset", "daemonset-agent"}
+    assert fired == expected
+    for obj in corpus().values():
+        if obj.get("kind") == "Pod":
+            agree(compiled, obj, config)
+    docs = render({"enforcement": "both", "policy": config}, kube_version="1.36.0", tmp=tmp_path)
+    assert isinstance(docs, list)
+    names = [d["metadata"]["name"] for d in docs if d["kind"] == "ValidatingAdmissionPolicy"]
+    assert "gpu-policy-gpu-controller-owned" in names
+    assert not [n for n in names if n.startswith("gpu-policy-gpu-controller-owned-")]
+
+
 class Seen:
     compared = 0
     fired = 0
@@ -506,7 +579,7 @@ def test_every_built_in_controller_template_is_judged_as_the_webhook_judges_it(
     root in turn (or of a DaemonSet, whose fixes lead with the node agent's exemption): the same
     rules fire as in the workloads webhook, with the same sentence."""
     assert sorted(on_templates) == ["spec-jobtemplate-spec-template", "spec-template", "template"]
-    assert all(sorted(c) == TWINS for c in on_templates.values())
+    assert all(sorted(c) == ON_TEMPLATES for c in on_templates.values())
     compared = fired = 0
     for obj in corpus().values():
         if obj.get("kind") in TEMPLATE_KINDS and obj.get("apiVersion") in ("v1", "apps/v1", "batch/v1"):

@@ -513,6 +513,53 @@ def test_native_rules_in_the_real_api_server_with_no_webhook(
             real_api.call("DELETE", path)
 
 
+def test_the_controller_owned_twin_in_the_real_api_server(
+    real_api: RealApi, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """gpu-controller-owned on (deny): its Pods-only ValidatingAdmissionPolicy, alone in the API
+    server, refuses exactly the owner shapes of tests/test_native_rules.py that cel-python's
+    evaluation fails, with the same message (dryRun: nothing is stored, no owner need exist)."""
+    from tests.celnative import compile_validations, request
+    from tests.test_native_rules import OWNER_SHAPES
+
+    tmp = tmp_path_factory.mktemp("controller-owned")
+    values = {"enforcement": "both", "policy": {"rules": {"gpu-controller-owned": "deny"}}}
+    docs = [
+        d
+        for d in render(values, kube_version="1.36.0", tmp=tmp)
+        if d["kind"].startswith("ValidatingAdmissionPolicy") and d["metadata"]["name"].endswith("-gpu-controller-owned")
+    ]
+    assert [d["kind"] for d in docs] == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+    (vap, _actions) = compile_validations({"policy": values["policy"]}, tmp)["gpu-controller-owned"]
+    created = _create_all(real_api, docs, ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"))
+    try:
+        bare = copy.deepcopy(OWNER_SHAPES["bare"])
+        bare["metadata"] = {"generateName": "probe-", "namespace": "ml"}
+        deadline = time.monotonic() + 30
+        while real_api.call("POST", "/api/v1/namespaces/ml/pods?dryRun=All", bare)[0] == 201:
+            assert time.monotonic() < deadline, "the policy never took effect"
+            time.sleep(0.5)
+        refused = set()
+        for name, shape in OWNER_SHAPES.items():
+            p = copy.deepcopy(shape)
+            p["metadata"] = {**p["metadata"], "namespace": "ml"}
+            code, body, _ = real_api.call("POST", "/api/v1/namespaces/ml/pods?dryRun=All", p)
+            if code == 422:  # Pod validation runs first: an extended resource in requests alone is invalid
+                assert "AdmissionPolicy" not in body["message"], (name, body)
+                SAID.setdefault(f"controller-owned {name}", body["message"])
+                continue
+            expected = vap.failures(p, request("ml", "admin"))
+            if expected:
+                assert code == 403 and body["message"].endswith(f"denied request: {expected[0]}"), (name, body)
+                refused.add(name)
+            else:
+                assert code == 201, (name, body)
+        assert {"bare", "node-controller", "dra-claim"} <= refused and "replicaset" not in refused
+    finally:
+        for path in reversed(created):
+            real_api.call("DELETE", path)
+
+
 @pytest.mark.parametrize(
     "env",
     [

@@ -267,12 +267,15 @@ def policy_doc_source(current: str) -> str:
     for m in MUTATIONS:
         where = "MutatingAdmissionPolicy (its CEL twin)" if m.native is not None else f"webhook only: {m.webhook_only}"
         rows.append(f"| {m.id} | {_cell(where)} |")  # plain ids: the reference tables above own the `id` rows
-    rows += [
-        f"| {r.id} | ValidatingAdmissionPolicy (its CEL twin) |"
-        if getattr(r, "native", None) is not None
-        else f"| {r.id} | webhook only: {_cell(r.webhook_only)} |"
-        for r in ALL_RULES
-    ]
+    for r in ALL_RULES:
+        twin = getattr(r, "native", None)
+        if twin is None:
+            rows.append(f"| {r.id} | webhook only: {_cell(r.webhook_only)} |")
+        else:
+            on = "on Pods (the rule judges no template)"
+            if not twin.pods_only:
+                on = "on Pods and (validatingWorkloads) templates"
+            rows.append(f"| {r.id} | ValidatingAdmissionPolicy (its CEL twin), {on} |")
     text = _md(text, "native", rows, source)
 
     text = _md(text, "vendors", vendor_rows(), source)

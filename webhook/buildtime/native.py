@@ -43,6 +43,7 @@ VALUES: Final = {
     + _joined("(prepend $p.gpuNodeLabels $p.acceleratorNodeSelector.labelKey)", lambda v: v.node_labels)
     + ")",
     "instanceTypes": "(toJson $p.gpuInstanceTypes)",
+    "controllerKinds": "(toJson $p.gpuControllerKinds)",
     "runtimeClasses": f"(toJson {_joined('$p.gpuRuntimeClasses', lambda v: v.runtime_classes)})",
     "agentImages": f"(toJson {_joined('$p.nodeAgentImages', lambda v: v.agent_images)})",
     # Node-wide resources count only where another vendor is on (gpus.node_agent).
@@ -106,10 +107,10 @@ def _resource_rules(root: Root) -> str:
 
 
 def _rules() -> str:
-    """Per rule with a twin and per root (Pods, each built-in template path), the body of its
-    ValidatingAdmissionPolicy (matchConditions, variables, validations), over a dict of Values,
-    Release and its mode; the lists of rule ids and roots, which templates/admissionpolicies.yaml
-    ranges over; each root's resource rules."""
+    """Per rule with a twin and per root it judges (Pods, each built-in template path, unless it
+    judges Pods only), the body of its ValidatingAdmissionPolicy (matchConditions, variables,
+    validations), over a dict of Values, Release and its mode; the list of rule ids and each rule's
+    roots, which templates/admissionpolicies.yaml ranges over; each root's resource rules."""
     from ..policy import RULES
     from ..policy.cel import ACTIONS, EXEMPTIONS, NOT_DELETING, ROOTS, rooted
 
@@ -118,8 +119,6 @@ def _rules() -> str:
     out = (
         "{{/* The rules with a CEL twin: each is a ValidatingAdmissionPolicy in enforcement both or native. */}}\n"
         f'{{{{- define "gpu-policy.nativeRuleIds" -}}}}{" ".join(r.id for r in twins)}{{{{- end -}}}}\n\n'
-        "{{/* Where the pods they judge are: Pods, and the built-in controllers' templates. */}}\n"
-        f'{{{{- define "gpu-policy.nativeRoots" -}}}}{" ".join(root.name for root in ROOTS)}{{{{- end -}}}}\n\n'
         "{{/* A mode (the context) as its binding's validationActions. */}}\n"
         f'{{{{- define "gpu-policy.validationAction" -}}}}{{{{ get (dict {actions}) . }}}}{{{{- end -}}}}\n\n'
     )
@@ -130,7 +129,13 @@ def _rules() -> str:
         )
     for r in twins:
         assert r.native is not None
-        for root in ROOTS:
+        roots = ROOTS[:1] if r.native.pods_only else ROOTS
+        names = " ".join(root.name for root in roots)
+        out += (
+            f"{{{{/* Where {r.id}'s twin judges pods. */}}}}\n"
+            f'{{{{- define "gpu-policy.nativeRoots.{r.id}" -}}}}{names}{{{{- end -}}}}\n\n'
+        )
+        for root in roots:
             conditions = [(name, rooted(cel, root)) for name, cel in EXEMPTIONS]
             if root.name != "pod":
                 conditions.append(NOT_DELETING)

@@ -52,6 +52,7 @@ VALUES: Final[dict[str, Callable[[Policy], str]]] = {
     "companions": lambda p: json.dumps(_names(p.companion_resources)),
     "nodeLabels": lambda p: json.dumps(list(dict.fromkeys((p.accelerator_label, *p.gpu_node_labels)))),
     "instanceTypes": lambda p: json.dumps(list(p.gpu_instance_types)),
+    "controllerKinds": lambda p: json.dumps(sorted(p.gpu_controller_kinds)),
     "intel": lambda p: "true" if INTEL in p.vendors else "false",
     "agentImages": lambda p: json.dumps(list(p.node_agent_images)),
     "runtimeClasses": lambda p: json.dumps(sorted(p.gpu_runtime_classes)),

@@ -254,13 +254,14 @@ PINNED_TO_GPU_NODES: Final = (
     f"@instanceTypes@.exists(p, object.spec.nodeSelector[{lit(INSTANCE_TYPE)}].startsWith(p))))"
 )
 
-# gpus.gpu_pod without the cluster view: a container gets a GPU, the pod has DRA claims (any may
-# be a GPU), it is a KAI fraction pod, or it is pinned to GPU nodes.
-GPU_POD: Final = (
+# gpus.gets_gpu without the cluster view: a container gets a GPU, the pod has DRA claims (any may
+# be a GPU: the view alone can tell a claim's device classes), or it is a KAI fraction pod; and
+# gpus.gpu_pod: that, or pinned to GPU nodes.
+GETS_GPU: Final = (
     f"({every_container()}).exists(c, {gets_gpu_container('c')}) || "
-    "(has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0) || "
-    f"{KAI_POD} || {PINNED_TO_GPU_NODES}"
+    f"(has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0) || {KAI_POD}"
 )
+GPU_POD: Final = f"{GETS_GPU} || {PINNED_TO_GPU_NODES}"
 
 
 def any_resource(c: str, cond: Callable[[str], str]) -> str:

@@ -113,6 +113,8 @@ class NativeRule:
 
     variables: tuple[tuple[str, str], ...]  # (name, CEL), as variables.<name>
     checks: tuple[Check, ...]  # every one holds for a pod the rule lets through
+    # The rule judges Pods only (a template is a controller's by definition): no template policies.
+    pods_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)

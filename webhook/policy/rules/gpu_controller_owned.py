@@ -14,12 +14,18 @@ can name any object they own as its controller.
 
 from __future__ import annotations
 
+from typing import Final
+
+from .. import cel
+from ..cel import Check, lit
 from ..gpus import gets_gpu
 from ..objects import PodView
-from ..rule import GPU_POD, Rule
+from ..rule import GPU_POD, NativeRule, Rule
 from ..types import Mode, Policy, Violation
 
 ID = "gpu-controller-owned"
+FIX: Final = "run it as a Job (or a training job, e.g. a PyTorchJob) that ends, or a Deployment someone owns"
+BARE: Final = "names no controller: a bare pod with a GPU holds it until someone deletes the pod"
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
@@ -28,20 +34,43 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     if not gets_gpu(view, policy):
         return []
     meta = view.meta_path or "metadata"
-    detail = (
-        f"names no controller ({view.owner_kind} is not one of gpuControllerKinds)"
-        if view.owner_kind
-        else "names no controller: a bare pod with a GPU holds it until someone deletes the pod"
-    )
+    detail = f"names no controller ({view.owner_kind} is not one of gpuControllerKinds)" if view.owner_kind else BARE
     return [
         Violation(
             rule=ID,
             path=f"{meta}.ownerReferences",
             detail=detail,
-            fix="run it as a Job (or a training job, e.g. a PyTorchJob) that ends, or a Deployment someone owns",
+            fix=FIX,
             value=f'"{view.owner_kind}"' if view.owner_kind else None,
         )
     ]
+
+
+# ---- The CEL twin (a ValidatingAdmissionPolicy on Pods only): the controller's kind as
+# objects._controller_kind reads it (the first ownerReference with controller: true; the API server
+# allows one), gpus.gets_gpu without the cluster view (any DRA claim may be a GPU: stricter, never
+# looser).
+_OWNER: Final = (
+    "has(object.metadata.ownerReferences) && "
+    "object.metadata.ownerReferences.exists(r, has(r.controller) && r.controller) ? "
+    "object.metadata.ownerReferences.filter(r, has(r.controller) && r.controller)[0].kind : ''"
+)
+_DETAIL: Final = (
+    f"(variables.ownerKind != '' ? 'names no controller (' + variables.ownerKind + "
+    f"' is not one of gpuControllerKinds)' : {lit(BARE)})"
+)
+
+NATIVE: Final = NativeRule(
+    (("getsGpu", cel.GETS_GPU), ("ownerKind", _OWNER), ("nodeAgent", cel.NODE_AGENT)),
+    (
+        Check(
+            "!variables.getsGpu || variables.ownerKind in @controllerKinds@",
+            f"@prefix@ + {lit(ID + ' (pod: metadata.ownerReferences ')} + {_DETAIL} + '; fix: ' + "
+            f"{cel.agent_lead()} + {lit(FIX)} + ')'",
+        ),
+    ),
+    pods_only=True,
+)
 
 
 RULE: Rule = Rule(
@@ -55,4 +84,6 @@ RULE: Rule = Rule(
     triggers=GPU_POD,
     example={"spec": {"containers": [{"name": "notebook", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}},
     default_mode=Mode.OFF,
+    native=NATIVE,
+    webhook_only="",
 )
