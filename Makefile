@@ -70,10 +70,13 @@ lint: venv
 	$(BIN)/lint-imports --no-cache
 	$(PY) -m webhook.buildtime.generate --check
 
-# The whole suite on the compiled core (tests/test_compiled.py fails if it is not), then the
-# policy tests again on pure Python: both builds ship (a wheel built without a compiler is pure).
+# The whole suite on the compiled core (tests/test_compiled.py fails if it is not): first the
+# tests that bound nothing in time on two xdist workers, then those that bound time, latency or
+# memory on their own (tests/conftest.py SERIAL); then the policy tests again on pure Python: both
+# builds ship (a wheel built without a compiler is pure).
 pytest: venv helm compiled
-	HELM=$(abspath $(HELM)) GPU_POLICY_EXPECT_COMPILED=1 $(BIN)/pytest
+	HELM=$(abspath $(HELM)) GPU_POLICY_EXPECT_COMPILED=1 $(BIN)/pytest -n 2 --dist loadfile -m "not serial"
+	HELM=$(abspath $(HELM)) GPU_POLICY_EXPECT_COMPILED=1 $(BIN)/pytest -m serial
 	$(MAKE) --no-print-directory pytest-pure
 
 pytest-pure: venv

@@ -13,6 +13,33 @@ from tests.helpers import Server
 from tests.rawhttp import HOSTILE
 from webhook import certs
 
+# Modules whose tests bound time, latency or memory (another client's latency, a deadline, peak
+# RSS): they run on their own after the rest (`make test`: `-m serial`), never beside another
+# test's load on this 2-core machine; everything else runs on two xdist workers (`-m "not serial"`).
+SERIAL = frozenset(
+    {
+        "test_audit",
+        "test_certs_tls",
+        "test_cluster_view",
+        "test_drain_pool",
+        "test_fuzz_server",
+        "test_http_bounds",
+        "test_http_hostile",
+        "test_http_slow_clients",
+        "test_logs",
+        "test_real_apiserver",
+        "test_reliability",
+        "test_reload",
+        "test_server",
+    }
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.stem in SERIAL:
+            item.add_marker(pytest.mark.serial)
+
 
 @pytest.fixture(scope="session")
 def cert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
