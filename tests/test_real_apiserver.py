@@ -370,6 +370,28 @@ def _create_all(real_api: RealApi, docs: list[dict[str, Any]], kinds: tuple[str,
     return created
 
 
+def _until_each_policy_refuses_its_example(real_api: RealApi, compiled: dict[str, Any]) -> None:
+    """Each policy takes effect on its own, within seconds of its creation: until every rule's
+    README example is refused by that rule's own policy (one probe would prove only one)."""
+    from webhook.policy import ALL_RULES
+
+    examples = {r.id: copy.deepcopy(r.example) for r in ALL_RULES if r.id in compiled}
+    for example in examples.values():  # as stored: the API server requires an image
+        for container in example["spec"]["containers"]:
+            container.setdefault("image", CUDA)
+    deadline = time.monotonic() + 30
+    last: dict[str, tuple[int, str]] = {}
+    while examples:
+        for rule, example in list(examples.items()):
+            probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "probe-"}, **example}
+            code, body, _ = real_api.call("POST", "/api/v1/namespaces/ml/pods?dryRun=All", probe)
+            last[rule] = (code, body.get("message", ""))
+            if code == 403 and f"'gpu-policy-{rule}'" in last[rule][1]:
+                del examples[rule]
+        assert time.monotonic() < deadline, ("policies that never took effect", {r: last[r] for r in examples})
+        time.sleep(0.2)
+
+
 @pytest.mark.timeout(600)
 def test_native_rules_in_the_real_api_server_with_no_webhook(
     real_api: RealApi, tmp_path_factory: pytest.TempPathFactory
@@ -401,14 +423,16 @@ def test_native_rules_in_the_real_api_server_with_no_webhook(
         ),
     )
     try:
-        probe = pod(c("probe", resources={"limits": {"nvidia.com/gpu": 1}}, env=[nvd("all")]))
-        deadline = time.monotonic() + 30
-        while True:  # a policy takes effect within seconds: until the probe is refused by it
-            code, body, _ = real_api.create_pod(probe)
-            if code != 201 and "ValidatingAdmissionPolicy" in body.get("message", ""):
-                break
-            assert time.monotonic() < deadline, ("the policies never took effect", code, body)
-            time.sleep(0.5)
+        # The RuntimeClass admission plugin refuses a pod whose runtime class does not exist before
+        # any policy runs: the classes the corpus and the edge shapes name, as a GPU operator installs them.
+        for handler in ("nvidia", "nvidia-cdi", "nvidia-legacy", "kata"):
+            runtime_class = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": handler}}
+            code, body, _ = real_api.call(
+                "POST", "/apis/node.k8s.io/v1/runtimeclasses", {**runtime_class, "handler": handler}
+            )
+            assert code in (201, 409), body
+            created.append(f"/apis/node.k8s.io/v1/runtimeclasses/{handler}")
+        _until_each_policy_refuses_its_example(real_api, compiled)
         LATENCY["the MAP and the rules' VAPs"] = create_p50(real_api)
         RULE_POLICIES[0] = len(compiled)
         cases = {name: pods_of(obj) for name, obj in corpus().items()}
@@ -533,12 +557,7 @@ def test_the_controller_owned_twin_in_the_real_api_server(
     (vap, _actions) = compile_validations({"policy": values["policy"]}, tmp)["gpu-controller-owned"]
     created = _create_all(real_api, docs, ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"))
     try:
-        bare = copy.deepcopy(OWNER_SHAPES["bare"])
-        bare["metadata"] = {"generateName": "probe-", "namespace": "ml"}
-        deadline = time.monotonic() + 30
-        while real_api.call("POST", "/api/v1/namespaces/ml/pods?dryRun=All", bare)[0] == 201:
-            assert time.monotonic() < deadline, "the policy never took effect"
-            time.sleep(0.5)
+        _until_each_policy_refuses_its_example(real_api, {"gpu-controller-owned": vap})
         refused = set()
         for name, shape in OWNER_SHAPES.items():
             p = copy.deepcopy(shape)

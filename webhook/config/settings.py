@@ -213,18 +213,19 @@ def from_text(text: str, *, environ: Mapping[str, str] | None = None, source: st
 
 
 def from_mapping(data: Any, *, environ: Mapping[str, str] | None = None, source: str = "config") -> Settings:
-    """Unknown keys and bad values together, every problem in one go: unknown keys first (each
-    left at its default while the others are checked), then the values in the schema's key order."""
+    """Unknown keys and bad values together, every problem in one go: unknown keys and sections
+    that are no mapping first (each left at its default while the others are checked), then the
+    values in the schema's key order."""
     environ = os.environ if environ is None else environ
     if not isinstance(data, Mapping):
         raise ConfigError([f"must be a mapping of keys, got {type(data).__name__}"], source)
-    unknown: list[str] = []
-    merged = _merge(DEFAULTS, data, "", unknown)
+    structure: list[str] = []  # unknown keys, sections that are no mapping
+    merged = _merge(DEFAULTS, data, "", structure)
     refused = schema.problems(merged)
     found = Found({where for _, where, _ in refused}, [(at, f"{where}: {say}") for at, where, say in refused])
     settings = _build(merged, environ, found)
-    if unknown or found.problems or settings is None:
-        raise ConfigError(unknown + found.sorted(), source)
+    if structure or found.problems or settings is None:
+        raise ConfigError(structure + found.sorted(), source)
     return settings
 
 
