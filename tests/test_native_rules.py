@@ -602,3 +602,23 @@ def test_a_template_policy_lets_a_deleting_controller_go(on_templates: dict[str,
     assert vap.failures(bad, request("ml", "alice", "UPDATE"))
     bad["metadata"]["deletionTimestamp"] = "2026-12-02T10:00:00Z"
     assert vap.failures(bad, request("ml", "alice", "UPDATE")) == []
+
+
+def test_the_twins_values_are_the_same_names_from_the_chart_and_from_a_policy() -> None:
+    """Every @name@ a twin uses is filled in both ways: from the chart's values (Helm, the installed
+    policies) and from a Policy (`check --engine cel`); the two tables name the same values."""
+    import re
+
+    from webhook.buildtime import native as chart
+    from webhook.offline import native as offline
+    from webhook.policy import MUTATIONS, RULES
+
+    assert set(chart.VALUES) == set(offline.VALUES)
+    used: set[str] = set()
+    for twin in [r.native for r in RULES if r.native is not None]:
+        for text in [cel for _, cel in twin.variables] + [t for c in twin.checks for t in (c.expression, c.message)]:
+            used |= set(re.findall(r"@(\w+)@", text))
+    for m in MUTATIONS:
+        if m.native is not None:
+            used |= set(re.findall(r"@(\w+)@", repr(m.native)))
+    assert used - {"path"} <= set(chart.VALUES), used - set(chart.VALUES)
