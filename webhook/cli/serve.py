@@ -56,15 +56,15 @@ def command(args: argparse.Namespace) -> int:
     from ..serve.process import Listen, run
 
     listen = Listen(
-        args.host,
-        args.port,
-        args.cert_dir,
-        args.client_ca,
-        args.metrics_host,
-        args.metrics_port,
-        args.config,
-        digest,
-        follow_version,
+        host=args.host,
+        port=args.port,
+        cert_dir=args.cert_dir,
+        client_ca=args.client_ca,
+        metrics_host=args.metrics_host,
+        metrics_port=args.metrics_port,
+        config_path=args.config,
+        digest=digest,
+        follow_version=follow_version,
     )
     if args.workers > 1:
         from ..serve.workers import prefork
