@@ -124,7 +124,7 @@ class Webhook:
             self._tasks.append(asyncio.create_task(self.config_reloader.run()))
         if self.version_watcher is not None:
             self._tasks.append(asyncio.create_task(self.version_watcher.run()))
-        self._cluster_watcher = _start_cluster_view(self)
+        self._cluster_watcher = self._watch_cluster()
         self.ready = True
 
     async def stop(self) -> None:
@@ -136,6 +136,57 @@ class Webhook:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+
+    def _watch_cluster(self) -> ClusterWatcher | None:
+        """Starts the watch threads; each view they publish is swapped into the cell on the loop."""
+        if self.cluster_client is None:
+            return None
+        from dataclasses import replace
+
+        from ..cluster.reflector import Timing
+        from ..cluster.view import ClusterWatcher
+
+        cell, counters, put = self.cell, self.metrics, self.put
+        loop = asyncio.get_running_loop()
+        self.cluster_state = "not synced"
+        # Namespaces only while a rule that reads them is on (the chart grants their RBAC only then);
+        # turned on by a later reload, gpu-namespace-allowed fails closed until a restart (the chart
+        # rolls the pods when those rules' modes change).
+        namespaces = watches_namespaces(cell.active.policy)
+
+        def apply(view: Any) -> None:
+            active = cell.active
+            if view is None and active.policy.cluster is None:
+                return
+            put(replace(active, policy=replace(active.policy, cluster=view)))
+            counters.view_synced = 0 if view is None else 1
+            counters.view_nodes = 0 if view is None else view.nodes
+            if view is None:
+                self.cluster_state = "not synced"
+                log.warning("cluster view lost (watch broken): pre-flight rules are silent until it is back")
+                return
+            pending = "; DRA device classes pending" if view.dra_extended is None else ""
+            if namespaces:
+                pending += "; namespaces pending" if view.namespaces is None else f"; {len(view.namespaces)} namespaces"
+            self.cluster_state = f"synced ({view.nodes} nodes in {len(view.groups)} groups{pending})"
+            if active.policy.cluster is None:  # only the change is worth a line, not every new view
+                log.info("cluster view %s: pre-flight rules judge", self.cluster_state)
+
+        def publish(view: Any) -> None:  # from the publisher thread
+            loop.call_soon_threadsafe(apply, view)
+
+        watcher = ClusterWatcher(
+            self.cluster_client, publish, self.cluster_timing or Timing(), counters, namespaces=namespaces
+        )
+        version_watcher = self.version_watcher
+        if version_watcher is not None:  # a reconnect may follow a control-plane upgrade
+
+            def reconnected() -> None:  # from a watch thread
+                loop.call_soon_threadsafe(version_watcher.wake.set)
+
+            watcher.reconnected = reconnected
+        watcher.start()
+        return watcher
 
 
 def healthz(_content_type: str = "", _body: bytes = b"") -> Answer:
@@ -167,55 +218,3 @@ async def serve_metrics(webhook: Webhook, host: str, port: int) -> Transport:
     http = Transport(webhook.metrics_routes, webhook.settings.server)
     await http.start(host, port, None)
     return http
-
-
-def _start_cluster_view(webhook: Webhook) -> ClusterWatcher | None:
-    """Starts the watch threads; each view they publish is swapped into the cell on the loop."""
-    if webhook.cluster_client is None:
-        return None
-    from dataclasses import replace
-
-    from ..cluster.reflector import Timing
-    from ..cluster.view import ClusterWatcher
-
-    cell, counters, put = webhook.cell, webhook.metrics, webhook.put
-    loop = asyncio.get_running_loop()
-    webhook.cluster_state = "not synced"
-    # Namespaces only while a rule that reads them is on (the chart grants their RBAC only then);
-    # turned on by a later reload, gpu-namespace-allowed fails closed until a restart (the chart
-    # rolls the pods when those rules' modes change).
-    namespaces = watches_namespaces(cell.active.policy)
-
-    def apply(view: Any) -> None:
-        active = cell.active
-        if view is None and active.policy.cluster is None:
-            return
-        put(replace(active, policy=replace(active.policy, cluster=view)))
-        counters.view_synced = 0 if view is None else 1
-        counters.view_nodes = 0 if view is None else view.nodes
-        if view is None:
-            webhook.cluster_state = "not synced"
-            log.warning("cluster view lost (watch broken): pre-flight rules are silent until it is back")
-            return
-        pending = "; DRA device classes pending" if view.dra_extended is None else ""
-        if namespaces:
-            pending += "; namespaces pending" if view.namespaces is None else f"; {len(view.namespaces)} namespaces"
-        webhook.cluster_state = f"synced ({view.nodes} nodes in {len(view.groups)} groups{pending})"
-        if active.policy.cluster is None:  # only the change is worth a line, not every new view
-            log.info("cluster view %s: pre-flight rules judge", webhook.cluster_state)
-
-    def publish(view: Any) -> None:  # from the publisher thread
-        loop.call_soon_threadsafe(apply, view)
-
-    watcher = ClusterWatcher(
-        webhook.cluster_client, publish, webhook.cluster_timing or Timing(), counters, namespaces=namespaces
-    )
-    version_watcher = webhook.version_watcher
-    if version_watcher is not None:  # a reconnect may follow a control-plane upgrade
-
-        def reconnected() -> None:  # from a watch thread
-            loop.call_soon_threadsafe(version_watcher.wake.set)
-
-        watcher.reconnected = reconnected
-    watcher.start()
-    return watcher
