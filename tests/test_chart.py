@@ -394,6 +394,9 @@ REFUSED_BY_BOTH = [
     ({"server": {"clusterVersionSeconds": 0.5}}, "server.clusterVersionSeconds: must be 0 or between 1 and 86400"),
     ({"server": {"certReloadSeconds": 0}}, "server.certReloadSeconds: must be between 0 and 3600"),
     ({"exemptNamespaces": ["Kube_System"]}, "exemptNamespaces[0]: 'Kube_System' is not a namespace name"),
+    # `$` is the end of the text, as in Helm's Go regexp (Python's own `$` also matches before a final newline)
+    ({"exemptNamespaces": ["kube-system\n"]}, "exemptNamespaces[0]: 'kube-system\\n' is not a namespace name"),
+    ({"gpuResourceName": "nvidia.com/gpu\n"}, "gpuResourceName: 'nvidia.com/gpu\\n' is not a valid resource name"),
     ({"gpuResourceName": "bad name!"}, "gpuResourceName: 'bad name!' is not a valid resource name"),
     ({"acceleratorNodeSelector": {"labelKey": "bad key!"}}, "acceleratorNodeSelector.labelKey: 'bad key!' is not"),
     ({"optOutAnnotation": "a/b/c"}, "optOutAnnotation: 'a/b/c' is not a valid annotation key"),

@@ -55,7 +55,7 @@ def label_selector(
         problems.append(f"{key}.matchLabels: must be a mapping of label keys to values, got {kind_of(labels)}")
         labels = {}
     for k, v in labels.items():
-        if not isinstance(k, str) or not LABEL_KEY.match(k) or not isinstance(v, str):
+        if not isinstance(k, str) or not LABEL_KEY.fullmatch(k) or not isinstance(v, str):
             problems.append(f"{key}.matchLabels: {k!r}: {v!r} is not a label key and a string value")
         else:
             pairs.append((k, v))
@@ -88,7 +88,7 @@ def resource_patterns(problems: list[str], key: str, value: list[Any], ok: Calla
         if not ok(f"{key}[{i}]"):
             continue
         bare = name.replace("*", "x", 1)
-        if name.count("*") > 1 or "/" not in bare or not LABEL_KEY.match(bare):
+        if name.count("*") > 1 or "/" not in bare or not LABEL_KEY.fullmatch(bare):
             problems.append(f"{key}[{i}]: {name!r} is not a domain-qualified resource name (one * allowed)")
         else:
             out.append(name)

@@ -245,10 +245,8 @@ _FIRST: Final = ("type", "enum", "minLength", "maxLength", "pattern", "minimum",
 def problems(config: Mapping[str, Any]) -> list[tuple[tuple[int, ...], str, str]]:
     """Every value of `config` (merged over DEFAULTS: no unknown keys left) that the schema refuses,
     once per key: (position in the schema's key order, key path, message)."""
-    from jsonschema import Draft7Validator
-
     found: dict[str, tuple[tuple[int, ...], int, str]] = {}
-    for error in Draft7Validator(config_schema()).iter_errors(config):
+    for error in _validator()(config_schema()).iter_errors(config):
         path = list(error.absolute_path)
         if _deeper(path):
             continue  # settings checks inside with more precise messages
@@ -258,6 +256,25 @@ def problems(config: Mapping[str, Any]) -> list[tuple[tuple[int, ...], str, str]
             said = _message(str(error.validator), error.validator_value, error.schema, error.instance)
             found[where] = (_position(path), rank, said)
     return sorted((position, where, message) for where, (position, _, message) in found.items())
+
+
+@cache
+def _validator() -> Any:
+    """Draft 7 with `pattern` read as JSON Schema reads it (ECMA-262; Helm's Go regexp alike): a
+    final `$` is the end of the text, where Python's also matches before a trailing newline, so
+    "kube-system\n" would pass here and fail in Helm."""
+    from jsonschema import Draft7Validator, ValidationError, validators
+
+    def pattern(_validator: Any, expected: str, instance: Any, _schema: Any) -> Any:
+        if isinstance(instance, str) and not _ecma(expected).search(instance):
+            yield ValidationError(f"{instance!r} does not match {expected!r}")
+
+    return validators.extend(Draft7Validator, {"pattern": pattern})  # type: ignore[no-untyped-call]
+
+
+@cache
+def _ecma(expected: str) -> re.Pattern[str]:
+    return re.compile(expected[:-1] + r"\Z" if expected.endswith("$") and not expected.endswith("\\$") else expected)
 
 
 def position(key: str) -> tuple[int, ...]:

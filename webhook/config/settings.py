@@ -288,7 +288,7 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], found: Found) -> Setti
             problems.append(f"gpuKindsAllowed: {problem}")
     custom = checks.custom_resources(c["customResources"], problems) if found.ok("customResources") else {}
     own = c["webhookNamespace"] if c["webhookNamespace"] is not None else environ.get("POD_NAMESPACE")
-    if own is not None and found.ok("webhookNamespace") and not checks.NAMESPACE_NAME.match(own):
+    if own is not None and found.ok("webhookNamespace") and not checks.NAMESPACE_NAME.fullmatch(own):
         problems.append(f"webhookNamespace: {own!r} is not a namespace name (from POD_NAMESPACE)")
     server = c["server"]
     max_bytes, inflight = server["maxRequestBytes"], server["maxInflightBytes"]
