@@ -18,11 +18,8 @@ from webhook import certs
 # test's load on this 2-core machine; everything else runs on two xdist workers (`-m "not serial"`).
 SERIAL = frozenset(
     {
-        "test_audit",
-        "test_certs_tls",
         "test_cluster_view",
         "test_drain_pool",
-        "test_fuzz_server",
         "test_http_bounds",
         "test_http_hostile",
         "test_http_slow_clients",
