@@ -287,31 +287,28 @@ def position(key: str) -> tuple[int, ...]:
     return _position(path)
 
 
-def _position(path: list[Any]) -> tuple[int, ...]:
-    out: list[int] = []
+def _nodes(path: list[Any]) -> list[tuple[int, Any]]:
+    """The schema's nodes along `path`, each with its position among its siblings (an item's index;
+    a key's place in its properties, past the end when the schema does not name it)."""
+    out: list[tuple[int, Any]] = []
     node: Any = config_schema()
     for part in path:
+        node = node if isinstance(node, dict) else {}
         if isinstance(part, int):
-            out.append(part)
-            node = node.get("items", {}) if isinstance(node, dict) else {}
-            continue
-        props = node.get("properties", {}) if isinstance(node, dict) else {}
-        out.append(list(props).index(part) if part in props else len(props))
-        node = props.get(part, {})
-    return tuple(out)
+            out.append((part, node := node.get("items", {})))
+        else:
+            props = node.get("properties", {})
+            out.append((list(props).index(part) if part in props else len(props), node := props.get(part, {})))
+    return out
+
+
+def _position(path: list[Any]) -> tuple[int, ...]:
+    return tuple(at for at, _ in _nodes(path))
 
 
 def _deeper(path: list[Any]) -> bool:
     """Whether `path` lies inside a key whose insides settings checks (x-deeper)."""
-    node: Any = config_schema()
-    for part in path:
-        if isinstance(node, dict) and node.get("x-deeper"):
-            return True
-        if isinstance(part, int):
-            node = node.get("items", {}) if isinstance(node, dict) else {}
-        else:
-            node = node.get("properties", {}).get(part, {}) if isinstance(node, dict) else {}
-    return False
+    return any(isinstance(node, dict) and node.get("x-deeper") for _, node in _nodes(path)[:-1])
 
 
 def _key(path: list[Any]) -> str:
