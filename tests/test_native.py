@@ -73,6 +73,12 @@ def test_the_kubernetes_cel_functions_added_to_cel_python_behave_as_documented()
     assert run("lists.range(4)") == [0, 1, 2, 3]  # cel-go ext/lists: "lists.range(4) // returns [0, 1, 2, 3]"
     assert run("lists.range(0)") == []
     assert [run(f"sign(quantity('{q}'))") for q in ("1.5G", "0", "0.0", "-1m", "500m", "0Ki")] == [1, 0, 0, -1, 1, 0]
+    # The Kubernetes CEL docs: quantity("50k").compareTo(quantity("50M")) == -1, and equal values of
+    # other spellings compare as 0.
+    assert run("quantity('50k').compareTo(quantity('50M'))") == -1
+    assert run("quantity('200M').compareTo(quantity('0.2G'))") == 0
+    assert run("quantity('1').compareTo(quantity('1000m'))") == 0
+    assert run("quantity('2Gi').compareTo(quantity('2G'))") == 1
     assert run("JSONPatch{op: 'add', path: '/a/-', value: {'b': 1}}") == {
         "op": "add",
         "path": "/a/-",

@@ -60,9 +60,24 @@ def shipped(tmp_path_factory: pytest.TempPathFactory) -> Compiled:
     return twins({}, tmp_path_factory.mktemp("vap"))
 
 
+def served(node: Any, key: str = "") -> Any:
+    """`node` as the API server sends it to admission: every resource quantity a string (a YAML
+    `nvidia.com/gpu: 1` is decoded into a resource.Quantity and served as "1"), so the webhook
+    quotes the same text the policy's message does. (The API server also canonicalises the
+    spelling, "1000m" as "1"; both engines see the same text either way.)"""
+    if isinstance(node, dict):
+        if key in ("limits", "requests"):
+            return {k: str(v) if isinstance(v, int | float) and not isinstance(v, bool) else v for k, v in node.items()}
+        return {k: served(v, k) for k, v in node.items()}
+    if isinstance(node, list):
+        return [served(v) for v in node]
+    return node
+
+
 def through_the_webhook(obj: dict[str, Any], config: dict[str, Any], namespace: str, user: str) -> tuple[Any, Any]:
     """The pod as the validating stage sees it (the webhook's /mutate patch applied), and the
     webhook's /validate outcome for it."""
+    obj = served(obj)
     policy = from_mapping({"clusterVersion": "1.36", **config}, environ={}).policy
     patched = mutate(parse(ApiServer.build(obj, namespace=namespace, user=user)), policy)
     stored = jsonpatch.apply_patch(copy.deepcopy(obj), list(patched.ops))
@@ -87,8 +102,13 @@ def agree(compiled: Compiled, obj: dict[str, Any], config: dict[str, Any] | None
 
 
 def test_every_rule_with_a_twin_is_installed_with_its_action(shipped: Compiled) -> None:
+    from webhook.policy.cel import ACTIONS
+
     assert SHIPPED and sorted(shipped) == SHIPPED
-    assert all(actions == ["Deny"] for _vap, actions in shipped.values())
+    modes = {r.id: r.default_mode for r in RULES}
+    assert {rule: actions for rule, (_vap, actions) in shipped.items()} == {
+        rule: [ACTIONS[modes[rule]]] for rule in SHIPPED
+    }
 
 
 @pytest.mark.parametrize("rule", TWINS)
@@ -124,6 +144,7 @@ def env(name: str, value: str | None = None, **source: Any) -> dict[str, Any]:
 
 
 FIELD = {"fieldRef": {"fieldPath": "metadata.name"}}
+DRIVER_CAPS = "NVIDIA_DRIVER_CAPABILITIES"
 EDGE = {
     "all": pod(container(env=[env(NVD, "all")])),
     "void": pod(container(env=[env(NVD, "void")])),
@@ -260,6 +281,117 @@ EDGE = {
         container(privileged=True, resources={"limits": {"amd.com/gpu": "1"}}),
         nodeSelector={"amd.com/gpu.family": "AI"},
     ),
+    # gpu-node-wide-resource: Intel's node-wide resources, on any side and container list.
+    "wide-request-only": pod(container(resources={"requests": {"gpu.intel.com/monitoring": "1"}})),
+    "wide-zero": pod(container(resources={"limits": {"gpu.intel.com/monitoring": "0"}})),
+    "wide-milli": pod(container(resources={"limits": {"gpu.intel.com/xe_monitoring": "500m"}})),
+    "wide-two-names": pod(
+        container(resources={"limits": {"gpu.intel.com/i915_monitoring": "1", "gpu.intel.com/monitoring": "1"}})
+    ),
+    "wide-zero-limit-request": pod(
+        container(
+            resources={"limits": {"gpu.intel.com/monitoring": "0"}, "requests": {"gpu.intel.com/i915_monitoring": "1"}}
+        )
+    ),
+    "wide-beside-i915": pod(
+        container("a", resources={"limits": {"gpu.intel.com/i915": "1"}}),
+        container("b", resources={"limits": {"gpu.intel.com/monitoring": "1"}}),
+    ),
+    "wide-init": pod(
+        container(), initContainers=[container("i", resources={"limits": {"gpu.intel.com/monitoring": "1"}})]
+    ),
+    "wide-ephemeral": pod(
+        container(), ephemeralContainers=[container("d", resources={"limits": {"gpu.intel.com/monitoring": "1"}})]
+    ),
+    "wide-agent": pod(
+        container(image="intel/xpumanager:v1.2.41", resources={"limits": {"gpu.intel.com/monitoring": "1"}}),
+        hostPID=True,
+        serviceAccountName="xpumanager",
+    ),
+    "wide-other-domain": pod(container(resources={"limits": {"example.com/monitoring": "1"}})),
+    # gpu-requests-equal-limits: a device request equals its limit, as quantities.
+    "requests-without-limit": pod(container(resources={"requests": {GPU: "1"}})),
+    "requests-unequal": pod(container(resources={"limits": {GPU: "2"}, "requests": {GPU: "1"}})),
+    "requests-milli-equal": pod(container(resources={"limits": {GPU: "1"}, "requests": {GPU: "1000m"}})),
+    "requests-zero-no-limit": pod(container(resources={"requests": {GPU: "0"}})),
+    "requests-mig-unequal": pod(
+        container(resources={"limits": {"nvidia.com/mig-1g.5gb": "1"}, "requests": {"nvidia.com/mig-1g.5gb": "2"}})
+    ),
+    "requests-shared-no-limit": pod(
+        container(resources={"limits": {GPU: "1"}, "requests": {"nvidia.com/gpu.shared": "1"}})
+    ),
+    "requests-cpu-unequal": pod(
+        container(resources={"limits": {GPU: "1", "cpu": "2"}, "requests": {GPU: "1", "cpu": "1"}})
+    ),
+    "requests-companion": pod(container(resources={"limits": {GPU: "1"}, "requests": {"nvidia.com/gpumem": "4000"}})),
+    "requests-amd-unequal": pod(
+        container(resources={"limits": {"amd.com/gpu": "1"}, "requests": {"amd.com/gpu": "2"}})
+    ),
+    "requests-init": pod(
+        container(gpu="1"), initContainers=[container("i", resources={"limits": {GPU: "1"}, "requests": {GPU: "2"}})]
+    ),
+    "requests-second-key": pod(
+        container(
+            resources={
+                "limits": {GPU: "1", "nvidia.com/mig-1g.5gb": "1"},
+                "requests": {GPU: "1", "nvidia.com/mig-1g.5gb": "3"},
+            }
+        )
+    ),
+    # driver-capabilities-non-gpu: `all` among the comma-separated items, trimmed as str.strip() trims.
+    "caps-all-cpu": pod(container(env=[env(DRIVER_CAPS, "all")])),
+    "caps-list-all": pod(container(env=[env(DRIVER_CAPS, "compute, all ")])),
+    "caps-unicode-space": pod(container(env=[env(DRIVER_CAPS, "utility,\u3000all\u2029")])),
+    "caps-upper": pod(container(env=[env(DRIVER_CAPS, "ALL")])),
+    "caps-allx": pod(container(env=[env(DRIVER_CAPS, "allx,compute")])),
+    "caps-compute": pod(container(env=[env(DRIVER_CAPS, "compute,utility")])),
+    "caps-gpu": pod(container(gpu="1", env=[env(DRIVER_CAPS, "all")])),
+    "caps-value-from": pod(container(env=[env(DRIVER_CAPS, **FIELD)])),
+    "caps-second-entry": pod(container(env=[env(DRIVER_CAPS, "compute"), env(DRIVER_CAPS, "all")])),
+    "caps-init": pod(container(gpu="1"), initContainers=[container("i", env=[env(DRIVER_CAPS, "all")])]),
+    "caps-claim": pod(
+        container(env=[env(DRIVER_CAPS, "all")], resources={"claims": [{"name": "g"}]}),
+        resourceClaims=[{"name": "g", "resourceClaimTemplateName": "one-gpu"}],
+    ),
+    # visible-devices-envfrom: what a prefix reaches in a container whose GPU the node's environment carries.
+    "envfrom-gpu-no-prefix": pod(container(gpu="1", envFrom=[{"configMapRef": {"name": "settings"}}])),
+    "envfrom-gpu-app-prefix": pod(container(gpu="1", envFrom=[{"prefix": "APP_", "configMapRef": {"name": "s"}}])),
+    "envfrom-gpu-nvidia-prefix": pod(container(gpu="1", envFrom=[{"prefix": "NVIDIA_", "secretRef": {"name": "s"}}])),
+    "envfrom-gpu-visible-set": pod(
+        container(
+            gpu="1",
+            env=[env("NVIDIA_VISIBLE_DEVICES", **FIELD)],
+            envFrom=[{"prefix": "NVIDIA_VISIBLE", "configMapRef": {"name": "s"}}],
+        )
+    ),
+    "envfrom-gpu-some-set": pod(
+        container(
+            gpu="1", env=[env(NVD, "void"), env("NVIDIA_IMEX_CHANNELS", "0")], envFrom=[{"configMapRef": {"name": "s"}}]
+        )
+    ),
+    "envfrom-second-item": pod(
+        container(
+            gpu="1",
+            envFrom=[{"prefix": "APP_", "configMapRef": {"name": "a"}}, {"prefix": "NVIDIA_MIG_", "secretRef": {}}],
+        )
+    ),
+    "envfrom-no-ref": pod(container(gpu="1", envFrom=[{"prefix": "N"}])),
+    "envfrom-cpu": pod(container(envFrom=[{"configMapRef": {"name": "settings"}}])),
+    "envfrom-mig": pod(
+        container(resources={"limits": {"nvidia.com/mig-1g.5gb": "1"}}, envFrom=[{"configMapRef": {"name": "s"}}])
+    ),
+    "envfrom-companion": pod(
+        container(resources={"limits": {"nvidia.com/gpumem": "4000"}}, envFrom=[{"configMapRef": {"name": "s"}}])
+    ),
+    "envfrom-amd-gpu": pod(
+        container(resources={"limits": {"amd.com/gpu": "1"}}, envFrom=[{"configMapRef": {"name": "s"}}])
+    ),
+    "envfrom-init": pod(container(), initContainers=[container("i", gpu="1", envFrom=[{"secretRef": {"name": "x"}}])]),
+    "requests-agent": pod(
+        container(image="nvcr.io/nvidia/k8s/dcgm-exporter:4.2.3", resources={"requests": {GPU: "0"}}),
+        hostPID=True,
+        serviceAccountName="dcgm-exporter",
+    ),
 }
 
 
@@ -299,6 +431,52 @@ def test_kai_injected_entry_as_the_integration_says(kai: bool, tmp_path: Path) -
     assert all(f == {"no-visible-devices-env"} for f in fired[1:])
 
 
+@pytest.mark.parametrize("kai", [False, True])
+def test_the_envfrom_rules_as_the_config_says(kai: bool, tmp_path: Path) -> None:
+    """visible-devices-envfrom and amd-runtime-envfrom (on): KAI's own `-evar` ConfigMap is trusted
+    only with the integration on, in its fraction container at its index; AMD's names and the
+    DOCKER_RESOURCE_ family as prefixes reach them."""
+    config: dict[str, Any] = {"rules": {"amd-runtime-envfrom": "deny"}}
+    if kai:
+        config["integrations"] = {"kai": {"enabled": True}}
+    compiled = twins(config, tmp_path)
+    assert "amd-runtime-envfrom" in compiled
+
+    def kai_from(name: str, **kw: Any) -> dict[str, Any]:
+        obj = kai_pod("p-abc-0", **kw)
+        obj["spec"]["containers"][0]["envFrom"] = [
+            {"prefix": "APP_", "configMapRef": {"name": "a"}},
+            {"configMapRef": {"name": name}},
+        ]
+        return obj
+
+    def amd(*items: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        return pod(container(envFrom=list(items), **kw))
+
+    cases = {
+        "kai-evar": kai_from("p-abc-0-evar"),
+        "kai-other-index": kai_from("p-abc-1-evar"),
+        "kai-other-container": kai_from("p-abc-0-evar", container_name="b"),
+        "amd-no-prefix": amd({"configMapRef": {"name": "s"}}),
+        "amd-docker": amd({"prefix": "DOCKER_", "configMapRef": {"name": "s"}}),
+        "amd-docker-longer": amd({"prefix": "DOCKER_RESOURCE_GPU", "secretRef": {"name": "s"}}),
+        "amd-visible-set": amd(
+            {"prefix": "AMD_", "configMapRef": {"name": "s"}}, env=[env("AMD_VISIBLE_DEVICES", "none")]
+        ),
+        "amd-visible": amd({"prefix": "AMD_VISIBLE", "configMapRef": {"name": "s"}}),
+        "amd-app": amd({"prefix": "APP_", "configMapRef": {"name": "s"}}),
+    }
+    fired = {name: agree(compiled, obj, config) for name, obj in cases.items()}
+    amd_fired = {"kai-other-index", "kai-other-container", "amd-no-prefix", "amd-docker", "amd-docker-longer"}
+    # amd-visible: isolation's own AMD_VISIBLE_DEVICES=none is in env by the time either judges it.
+    amd_fired |= set() if kai else {"kai-evar"}
+    assert {n for n, rules in fired.items() if "amd-runtime-envfrom" in rules} == amd_fired
+    # KAI's fraction container gets its GPU through the node's environment only with the integration on.
+    assert {n for n, rules in fired.items() if "visible-devices-envfrom" in rules} == (
+        {"kai-other-index"} if kai else set()
+    )
+
+
 @pytest.mark.parametrize(
     ("config", "namespace", "user"),
     [
@@ -306,6 +484,8 @@ def test_kai_injected_entry_as_the_integration_says(kai: bool, tmp_path: Path) -
         ({"exemptUsernames": ["system:serviceaccount:ci:deployer"]}, "ml", "system:serviceaccount:ci:deployer"),
         ({"exemptServiceAccounts": ["ml/dcgm"]}, "ml", "alice"),
         ({"vendors": {"amd": {"enabled": False}}}, "ml", "alice"),
+        ({"vendors": {"intel": {"enabled": False}}}, "ml", "alice"),
+        ({"vendors": {"intel": {"enabled": False}, "amd": {"enabled": False}}}, "ml", "alice"),
         ({"rules": {"no-visible-devices-env": "warn"}}, "ml", "alice"),
     ],
 )
@@ -322,6 +502,12 @@ def test_exemptions_and_switches_as_the_config_says(
     agree(compiled, fleet, config, namespace=namespace, user=user)
     amd_only = pod(container("a", env=[env("AMD_VISIBLE_DEVICES", "1")]), namespace=namespace)
     agree(compiled, amd_only, config, namespace=namespace, user=user)
+    monitoring = pod(
+        container("m", resources={"limits": {"gpu.intel.com/monitoring": "1"}}),
+        namespace=namespace,
+        serviceAccountName="dcgm",
+    )
+    agree(compiled, monitoring, config, namespace=namespace, user=user)
 
 
 def test_modes_become_binding_actions_and_words(tmp_path: Path) -> None:
@@ -547,6 +733,7 @@ def agree_on_template(compiled: dict[str, Compiled], obj: dict[str, Any]) -> set
     """A controller's template: its root's policies fail exactly where the webhook's /validate of
     the controller finds the twinned rules violated; one finding, one sentence."""
     root = _template_root(obj["kind"])
+    obj = served(obj)
     namespace = obj.get("metadata", {}).get("namespace") or "ml"
     policy = from_mapping({"clusterVersion": "1.36"}, environ={}).policy
     outcome = validate(parse(ApiServer.build(obj, namespace=namespace, user="alice")), policy)
@@ -622,3 +809,28 @@ def test_the_twins_values_are_the_same_names_from_the_chart_and_from_a_policy() 
         if m.native is not None:
             used |= set(re.findall(r"@(\w+)@", repr(m.native)))
     assert used - {"path"} <= set(chart.VALUES), used - set(chart.VALUES)
+
+
+@pytest.mark.parametrize(("amd", "intel"), [(True, True), (True, False), (False, True), (False, False)])
+def test_no_value_a_policy_reads_renders_as_null(amd: bool, intel: bool, tmp_path: Path) -> None:
+    """Sprig's concat of empty lists is nil, which toJson prints as `null`, and `k in null` fails the
+    policy (it once did for @nodeWide@ with Intel off and AMD on, which only a node agent's message
+    read). With each vendor on or off and every list the values may empty emptied, no expression of
+    any native policy holds a null."""
+    import re
+
+    lists = ["gpuRuntimeClasses", "nodeAgentImages", "gpuCompanionResources", "gpuDeviceResources"]
+    policy = {"vendors": {"amd": {"enabled": amd}, "intel": {"enabled": intel}}, **{key: [] for key in lists}}
+    docs = render({"enforcement": "both", "policy": policy}, kube_version="1.36.0", tmp=tmp_path)
+    policies = [d for d in docs if d["kind"] in ("ValidatingAdmissionPolicy", "MutatingAdmissionPolicy")]
+    assert len(policies) > 10
+
+    def strings(node: Any) -> list[str]:
+        if isinstance(node, dict):
+            return [s for v in node.values() for s in strings(v)]
+        if isinstance(node, list):
+            return [s for v in node for s in strings(v)]
+        return [node] if isinstance(node, str) else []
+
+    nulls = [(p["metadata"]["name"], s[:80]) for p in policies for s in strings(p["spec"]) if re.search(r"\bnull\b", s)]
+    assert nulls == []

@@ -370,6 +370,24 @@ def _create_all(real_api: RealApi, docs: list[dict[str, Any]], kinds: tuple[str,
     return created
 
 
+def split_by_action(
+    compiled: dict[str, Any], failed: dict[str, list[str]]
+) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """The failed policies' messages: of those bound with Deny (they refuse), and with Warn."""
+    deny = {rule: m for rule, m in failed.items() if m and compiled[rule][1] == ["Deny"]}
+    warn = {rule: m for rule, m in failed.items() if m and compiled[rule][1] == ["Warn"]}
+    return deny, warn
+
+
+def assert_warned(warnings: list[str], warned: dict[str, list[str]], name: str) -> None:
+    """The API server's Warning headers (RFC 7234 `299 - "text"`, its quotes escaped) name exactly
+    the warn-mode policies that failed, each with its first failed validation's message."""
+    texts = [w.replace('\\"', '"') for w in warnings if "AdmissionPolicy 'gpu-policy-" in w]
+    for policy, messages in warned.items():
+        assert any(f"'gpu-policy-{policy}'" in t and messages[0] in t for t in texts), (name, policy, texts)
+    assert len(texts) == len(warned), (name, sorted(warned), texts)
+
+
 def _until_each_policy_refuses_its_example(real_api: RealApi, compiled: dict[str, Any]) -> None:
     """Each policy takes effect on its own, within seconds of its creation: until every rule's
     README example is refused by that rule's own policy (one probe would prove only one)."""
@@ -384,9 +402,11 @@ def _until_each_policy_refuses_its_example(real_api: RealApi, compiled: dict[str
     while examples:
         for rule, example in list(examples.items()):
             probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "probe-"}, **example}
-            code, body, _ = real_api.call("POST", "/api/v1/namespaces/ml/pods?dryRun=All", probe)
-            last[rule] = (code, body.get("message", ""))
-            if code == 403 and f"'gpu-policy-{rule}'" in last[rule][1]:
+            code, body, warnings = real_api.create_pod(probe)
+            last[rule] = (code, body.get("message", "") + " ".join(warnings))
+            refused = code == 403 and compiled[rule][1] == ["Deny"]
+            warned = code == 201 and compiled[rule][1] == ["Warn"]
+            if (refused or warned) and f"'gpu-policy-{rule}'" in last[rule][1]:
                 del examples[rule]
         assert time.monotonic() < deadline, ("policies that never took effect", {r: last[r] for r in examples})
         time.sleep(0.2)
@@ -442,14 +462,16 @@ def test_native_rules_in_the_real_api_server_with_no_webhook(
             for p in made:
                 p["metadata"] = {**p.get("metadata", {}), "generateName": "corpus-", "namespace": "ml"}
                 p["metadata"].pop("name", None)
-                code, body, _ = real_api.create_pod(p)
+                code, body, warnings = real_api.create_pod(p)
                 stored, outcome = through_the_webhook(p, {}, "ml", "admin")
-                expected = {
+                failed = {
                     rule: vap.failures(stored, request("ml", "admin")) for rule, (vap, _actions) in compiled.items()
                 }
-                expected = {rule: messages for rule, messages in expected.items() if messages}
                 found = [v for vs in outcome.verdict.by_mode.values() for v in vs] if outcome.verdict else []
-                assert set(expected) == {v.rule for v in found if v.rule in compiled}, (name, expected)
+                assert {r for r, m in failed.items() if m} == {v.rule for v in found if v.rule in compiled}, name
+                expected, warned = split_by_action(compiled, failed)
+                if code == 201:  # a warn-mode policy's failures are Warning headers, each with its message
+                    assert_warned(warnings, warned, name)
                 message = body.get("message", "")
                 ours = {rule for rule in compiled if f"'gpu-policy-{rule}'" in message}
                 if code == 201:
@@ -494,10 +516,13 @@ def test_native_rules_in_the_real_api_server_with_no_webhook(
             group, kind = (obj["apiVersion"].rpartition("/")[0], obj["kind"])
             plural = BUILTIN[(group, kind)].plural
             base = f"/apis/{obj['apiVersion']}" if group else "/api/v1"
-            code, body, _ = real_api.call("POST", f"{base}/namespaces/ml/{plural}?dryRun=All", obj)
+            code, body, headers = real_api.call("POST", f"{base}/namespaces/ml/{plural}?dryRun=All", obj)
             root = ROOT_OF.get(kind, "spec-template")
-            expected = {rule: vap.failures(obj, request("ml", "admin")) for rule, (vap, _a) in by_root[root].items()}
-            expected = {rule: m for rule, m in expected.items() if m}
+            failed = {rule: vap.failures(obj, request("ml", "admin")) for rule, (vap, _a) in by_root[root].items()}
+            expected, warned = split_by_action(by_root[root], failed)
+            if code == 201:
+                warnings = [v for k, v in headers.items() if k.lower() == "warning"]
+                assert_warned(warnings, {f"{rule}-{root}": m for rule, m in warned.items()}, kind)
             message = body.get("message", "")
             ours = {rule for rule in by_root[root] if f"'gpu-policy-{rule}-{root}'" in message}
             if code == 201:

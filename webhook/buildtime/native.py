@@ -27,7 +27,9 @@ def _joined(configured: str, theirs: Callable[[Vendor], tuple[str, ...]]) -> str
         f"(ternary (list {' '.join(json.dumps(n) for n in theirs(v))}) (list) $p.vendors.{v.key}.enabled)"
         for v in OTHERS
     ]
-    return f"(concat {' '.join(parts)})"
+    # Sprig's concat of nothing but empty lists is nil, which toJson prints as null (and `k in null`
+    # fails the policy): default turns it back into an empty list.
+    return f"(default (list) (concat {' '.join(parts)}))"
 
 
 # What each @name@ of a twin is, in Helm over `$p` (.Values.policy): a CEL literal.

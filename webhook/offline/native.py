@@ -6,7 +6,8 @@ filled in from the policy, as the chart fills them in from its values at render 
 (webhook/buildtime/native.py; tests/test_native.py checks both ways agree and match the webhook).
 cel-python evaluates it, with what Kubernetes' CEL has and cel-python lacks:
 - `lists.range(n)` (cel-go's lists extension, version 2+, enabled from Kubernetes 1.34);
-- `quantity(s)` and `sign(q)` (k8s.io/apiserver/pkg/cel/library/quantity.go);
+- `quantity(s)`, `sign(q)` and `q.compareTo(q2)` (k8s.io/apiserver/pkg/cel/library/quantity.go);
+- `list.join(separator)` (cel-go's strings extension, in every Kubernetes CEL environment);
 - the `JSONPatch{op, path, value}` objects a JSONPatch mutation builds.
 The object is shown to CEL as the API server shows it: decoded into typed structs first
 (`typed`). cel-python is optional (`pip install 'gpu-policy[cel]'`): only this command needs it.
@@ -128,8 +129,14 @@ def environment() -> tuple[Any, dict[str, Any]]:
     def sign(q: Quantity) -> Any:
         return celtypes.IntType((q.value > 0) - (q.value < 0))
 
+    def join(items: Any, separator: Any) -> Any:
+        return celtypes.StringType(str(separator).join(str(i) for i in items))
+
+    def compare_to(q: Quantity, other: Quantity) -> Any:
+        return celtypes.IntType((q.value > other.value) - (q.value < other.value))
+
     env = celpy.Environment(annotations={"lists.range": celtypes.FunctionType, "JSONPatch": JSONPatch})
-    return env, {"range": lists_range, "quantity": quantity, "sign": sign}
+    return env, {"range": lists_range, "quantity": quantity, "sign": sign, "compareTo": compare_to, "join": join}
 
 
 def plain(value: Any) -> Any:

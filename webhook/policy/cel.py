@@ -25,6 +25,7 @@ from typing import Final
 from .gpus import AGENT_EXEMPTS, GKE_DEVICES, INSTANCE_TYPE, KAI_CONFIG_MAP, KAI_CONTAINER, KAI_FRACTION, KAI_MEMORY
 from .nvidia import VISIBLE_DEVICES
 from .types import ContainerKind, Mode
+from .vendors import OTHER_DOMAINS
 
 # A rule's mode as its ValidatingAdmissionPolicyBinding's validationActions (off: not installed).
 ACTIONS: Final = {Mode.DENY: "Deny", Mode.WARN: "Warn", Mode.AUDIT: "Audit"}
@@ -79,6 +80,32 @@ def kai_entry(e: str, c: str, kind: ContainerKind, i: str) -> str:
         f"'{KAI_CONFIG_MAP}' in object.metadata.annotations && {prefix} != '' && "
         f"{e}.valueFrom.configMapKeyRef.name == {prefix} + '-' + {index})"
     )
+
+
+def kai_env_from(c: str, f: str, kind: ContainerKind, i: str) -> str:
+    """gpus.kai_env_from: envFrom item `f` of container `c` (index `i` of its list) loads the
+    ConfigMap `<prefix>-<index>-evar` KAI's webhook gives the fraction container. Needs the
+    variable kaiContainer (KAI_CONTAINER_NAME)."""
+    prefix = f"object.metadata.annotations['{KAI_CONFIG_MAP}']"
+    index = f"'i' + string({i})" if kind is ContainerKind.INIT else f"string({i})"
+    return (
+        f"({c}.name == variables.kaiContainer && has({f}.configMapRef) && !has({f}.secretRef) && "
+        f"has({f}.configMapRef.name) && '{KAI_CONFIG_MAP}' in object.metadata.annotations && {prefix} != '' && "
+        f"{f}.configMapRef.name == {prefix} + '-' + {index} + '-evar')"
+    )
+
+
+def plugin_env_gpu(c: str) -> str:
+    """gpus.plugin_env_gpu: a device or companion resource outside the other vendors' domains with
+    a count other than 0, or KAI's container. Needs the variable kaiContainer (KAI_CONTAINER_NAME)."""
+    others = "!(" + " || ".join(f"k.startsWith('{d}')" for d in OTHER_DOMAINS) + ")"
+    sides = " || ".join(
+        f"(has({c}.resources.{side}) && {c}.resources.{side}.exists(k, k.contains('/') && {others} && "
+        f"({named('k', '@devices@')} || {named('k', '@companions@')}) && "
+        f"sign(quantity({c}.resources.{side}[k])) != 0))"
+        for side in ("limits", "requests")
+    )
+    return f"({c}.name == variables.kaiContainer || (has({c}.resources) && ({sides})))"
 
 
 def present(field: str) -> str:
@@ -185,6 +212,73 @@ def env_checks(
         )
         checks.append(Check(f"size(variables.bad{name}) == 0", message))
     return tuple(out), tuple(checks)
+
+
+@dataclass(frozen=True, slots=True)
+class EnvFromOpen:
+    """A rule over envFrom items: those whose prefix can still set a granting name in a container
+    `gate` picks. `reaches(c, p)` is the CEL list of the names prefix `p` reaches in container
+    `c` (in the Python's order); the message says `<loads>: a key there becomes <names><detail>;
+    fix: <fix[0]>envFrom[j]<fix[1]>`, as the rule's module words it."""
+
+    reaches: Callable[[str, str], str]
+    gate: Callable[[str], str]
+    detail: str
+    fix: tuple[str, str]
+
+
+def _prefix(f: str) -> str:
+    return f"(has({f}.prefix) ? {f}.prefix : '')"
+
+
+def _loads(f: str) -> str:
+    """containers.loads: 'loads ConfigMap "x" with no prefix' (its source, when neither ref is set)."""
+
+    def ref(field: str, what: str) -> str:
+        name = f"(has({f}.{field}.name) ? {f}.{field}.name : '')"
+        return f"'{what} \"' + {name} + '\"'"
+
+    return (
+        f"'loads ' + (has({f}.secretRef) ? {ref('secretRef', 'Secret')} : (has({f}.configMapRef) ? "
+        f"{ref('configMapRef', 'ConfigMap')} : 'its source')) + ' with ' + "
+        f"(has({f}.prefix) && {f}.prefix != '' ? 'prefix \"' + {f}.prefix + '\"' : 'no prefix')"
+    )
+
+
+def env_from_checks(rule: str, how: EnvFromOpen) -> tuple[tuple[tuple[str, str], ...], tuple[Check, ...]]:
+    """Per container list, a variable of the containers `how.gate` picks with an envFrom item that
+    reaches a name (KAI's own ConfigMap aside), a validation wanting it empty and the message of
+    the first such item, as `Container.violation` words it."""
+
+    def open_(c: str, f: str, kind: ContainerKind, i: str) -> str:
+        return f"(size({how.reaches(c, _prefix(f))}) > 0 && !{kai_env_from(c, f, kind, i)})"
+
+    variables = [("nodeAgent", NODE_AGENT), ("kaiContainer", KAI_CONTAINER_NAME)]
+    checks = []
+    for kind in LISTS:
+        items, name = f"object.spec.{kind.field}", list_name(kind)
+        found, each = f"variables.from{name}", f"{items}[i]"
+        variables.append(
+            (
+                f"from{name}",
+                f"{present(kind.field)} ? lists.range(size({items})).filter(i, has({each}.envFrom) && "
+                f"{how.gate(each)} && {each}.envFrom.exists(f, {open_(each, 'f', kind, 'i')})) : []",
+            )
+        )
+        c, i = f"{items}[{found}[0]]", f"{found}[0]"
+        variables.append(
+            (f"item{name}", f"lists.range(size({c}.envFrom)).filter(j, {open_(c, f'{c}.envFrom[j]', kind, i)})[0]")
+        )
+        j = f"variables.item{name}"
+        f = f"{c}.envFrom[{j}]"
+        message = (
+            f"@prefix@ + {lit(rule + ' (' + kind.label + ' ' + chr(34))} + {c}.name + '\": @path@.{kind.field}[' + "
+            f"string({i}) + '].envFrom[' + string({j}) + '] ' + {_loads(f)} + ': a key there becomes ' + "
+            f"({how.reaches(c, _prefix(f))}).join(' or ') + {lit(how.detail + '; fix: ')} + {agent_lead()} + "
+            f"{lit(how.fix[0] + 'envFrom[')} + string({j}) + {lit(']' + how.fix[1])} + ')'"
+        )
+        checks.append(Check(f"size({found}) == 0", message))
+    return tuple(variables), tuple(checks)
 
 
 def quoted(v: str) -> str:
@@ -300,11 +394,14 @@ NODE_AGENT: Final = (
 )
 
 
+# gpus.agent_account: the exemptServiceAccounts entry that would exempt the pod.
+AGENT_ACCOUNT: Final = f"(request.namespace != '' ? request.namespace : '<namespace>') + '/' + {SERVICE_ACCOUNT}"
+
+
 def agent_lead() -> str:
     """CEL of what engine.pod_violations puts before every fix of a node agent (needs the variable
     nodeAgent, NODE_AGENT): the exemption the platform can grant it, or ''."""
-    account = f"(request.namespace != '' ? request.namespace : '<namespace>') + '/' + {SERVICE_ACCOUNT}"
-    return f"(variables.nodeAgent ? {lit(AGENT_EXEMPTS[0])} + {account} + {lit(AGENT_EXEMPTS[1])} : '')"
+    return f"(variables.nodeAgent ? {lit(AGENT_EXEMPTS[0])} + {AGENT_ACCOUNT} + {lit(AGENT_EXEMPTS[1])} : '')"
 
 
 # The characters str.upper() turns into each ASCII capital: its lower case, and these two (a

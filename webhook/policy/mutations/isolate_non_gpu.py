@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Final
 
-from ..cel import KAI_CONTAINER_NAME, LISTS, named, present
+from .. import cel
+from ..cel import KAI_CONTAINER_NAME, LISTS, present
 from ..containers import Container
 from ..gpus import (
     is_companion,
@@ -29,7 +30,7 @@ from ..objects import PodView
 from ..patch import Op, append_env
 from ..rule import EVERY_POD, Mutation, NativeMutation
 from ..types import NO_CHANGES, Changes, ContainerKind, Policy
-from ..vendors import AMD, OTHER_DOMAINS
+from ..vendors import AMD
 
 ID = "isolate-non-gpu"
 VOID = {"name": VISIBLE_DEVICES, "value": "void"}
@@ -112,19 +113,6 @@ def mutate_new_ephemeral(view: PodView, policy: Policy, existing: Collection[str
 # patch every pod alike, and tests/test_real_apiserver.py runs it in a real API server.
 
 
-def _cel_gpu(c: str) -> str:
-    """plugin_env_gpu: a device or companion resource outside the other vendors' domains with a count
-    other than 0, or KAI's container."""
-    others = "!(" + " || ".join(f"k.startsWith('{d}')" for d in OTHER_DOMAINS) + ")"
-    sides = " || ".join(
-        f"(has({c}.resources.{side}) && {c}.resources.{side}.exists(k, k.contains('/') && {others} && "
-        f"({named('k', '@devices@')} || {named('k', '@companions@')}) && "
-        f"sign(quantity({c}.resources.{side}[k])) != 0))"
-        for side in ("limits", "requests")
-    )
-    return f"({c}.name == variables.kaiContainer || (has({c}.resources) && ({sides})))"
-
-
 def _cel_nothing(c: str, name: str = VISIBLE_DEVICES, literals: frozenset[str] = NO_DEVICES) -> str:
     """gpus.grants_nothing (gpus.vendor_isolated for AMD's `name`): the last entry of `name` is an
     exact no-device literal."""
@@ -171,7 +159,7 @@ def _variables(field: str, new_only: bool) -> list[tuple[str, str]]:
         chosen = f"({chosen} || !(has(oldObject.spec.{field}) && oldObject.spec.{field}.exists(o, o.name == {c}.name)))"
     each = f"({present(field)} ? lists.range(size(object.spec.{field})) : [])"
     return [
-        (f"gpu{name}", f"{each}.filter(i, {chosen} && {_cel_gpu(c)})"),
+        (f"gpu{name}", f"{each}.filter(i, {chosen} && {cel.plugin_env_gpu(c)})"),
         (f"void{name}", f"{each}.filter(i, {chosen} && !(i in variables.gpu{name}) && !{_cel_nothing(c)})"),
         (f"imex{name}", f"{each}.filter(i, {chosen} && !(i in variables.gpu{name}) && {_cel_imex(c)})"),
         (

@@ -17,14 +17,24 @@ it would refuse every envFrom without a prefix; a platform whose nodes run it tu
 
 from __future__ import annotations
 
+from typing import Final
+
+from .. import cel
+from ..cel import EnvFromOpen, lit
 from ..containers import loads
 from ..gpus import kai_env_from
 from ..objects import PodView
-from ..rule import Rule, Trigger, Where
+from ..rule import NativeRule, Rule, Trigger, Where
 from ..types import Mode, Policy, Violation
 from ..vendors import AMD, prefix_reaches
 
 ID = "amd-runtime-envfrom"
+DETAIL: Final = ", which the AMD Container Runtime reads as the GPUs to add (the owner can change it after admission)"
+FIX: Final = (
+    "give ",
+    " a prefix that rules out DOCKER_RESOURCE_, such as APP_, or list the keys the container needs with "
+    "env[].valueFrom",
+)
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
@@ -42,14 +52,33 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
                 c.violation(
                     ID,
                     f"envFrom[{i}]",
-                    f"{loads(kind, name, prefix)}: a key there becomes {' or '.join(names)}, which the AMD Container "
-                    "Runtime reads as the GPUs to add (the owner can change it after admission)",
-                    f"give envFrom[{i}] a prefix that rules out DOCKER_RESOURCE_, such as APP_, or list the keys the "
-                    "container needs with env[].valueFrom",
+                    f"{loads(kind, name, prefix)}: a key there becomes {' or '.join(names)}{DETAIL}",
+                    f"envFrom[{i}]".join(FIX),
                     prefix,
                 )
             )
     return out
+
+
+# ---- The CEL twin (a ValidatingAdmissionPolicy): with AMD on, per container list, the first
+# container with an envFrom item whose prefix reaches AMD's names (vendors.prefix_reaches: the
+# exact names env does not set, then the DOCKER_RESOURCE_* family), KAI's own ConfigMap aside.
+_NAMES: Final = "[" + ", ".join(lit(n) for n in AMD.grant_env) + "]"
+_FAMILIES: Final = "[" + ", ".join(lit(p) for p in AMD.grant_env_prefixes) + "]"
+
+
+def _reaches(c: str, prefix: str) -> str:
+    return (
+        f"{_NAMES}.filter(n, n.startsWith({prefix}) && !(has({c}.env) && {c}.env.exists(e, e.name == n))) + "
+        f"{_FAMILIES}.filter(p, p.startsWith({prefix}) || {prefix}.startsWith(p)).map(p, p + '*')"
+    )
+
+
+def _amd_on(_c: str) -> str:
+    return "@amd@"
+
+
+NATIVE: Final = NativeRule(*cel.env_from_checks(ID, EnvFromOpen(_reaches, _amd_on, DETAIL, FIX)))
 
 
 RULE: Rule = Rule(
@@ -61,6 +90,8 @@ RULE: Rule = Rule(
     "in no defined order, so a ConfigMap key can beat isolation's `AMD_VISIBLE_DEVICES=none`.",
     reads=("containers[*].envFrom", "containers[*].env"),
     triggers=(Trigger(Where.ENV_FROM),),
+    native=NATIVE,
+    webhook_only="",
     example={"spec": {"containers": [{"name": "t", "envFrom": [{"configMapRef": {"name": "settings"}}]}]}},
     default_mode=Mode.OFF,
 )

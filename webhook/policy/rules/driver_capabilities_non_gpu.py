@@ -8,14 +8,23 @@ Not flagged: GPU containers (capabilities are theirs to choose), other values (`
 
 from __future__ import annotations
 
+from typing import Final
+
+from .. import cel
+from ..cel import LISTS, Check, lit
 from ..gpus import source
 from ..objects import PodView
 from ..quantity import describe
-from ..rule import Rule, Trigger, Where
+from ..rule import NativeRule, Rule, Trigger, Where
 from ..types import Mode, Policy, Violation
 
 ID = "driver-capabilities-non-gpu"
 NAME = "NVIDIA_DRIVER_CAPABILITIES"
+DETAIL: Final = (
+    " in a container that requests no GPU: should isolation lapse, it would get every driver capability "
+    "(graphics, video, display) of every GPU its image names"
+)
+FIX: Final = f"remove {NAME} from containers without a GPU (or list only what a GPU container needs)"
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
@@ -23,9 +32,8 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
         c.violation(
             ID,
             f"{c.env_field}[{entry.index}]",
-            f"sets {NAME}={describe(entry.value)} in a container that requests no GPU: should isolation lapse, "
-            "it would get every driver capability (graphics, video, display) of every GPU its image names",
-            f"remove {NAME} from containers without a GPU (or list only what a GPU container needs)",
+            f"sets {NAME}={describe(entry.value)}{DETAIL}",
+            FIX,
             describe(entry.value),
         )
         for c in view.containers
@@ -33,6 +41,46 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
         for entry in c.env(NAME)
         if not entry.value_from and "all" in (item.strip() for item in entry.value.split(","))
     ]
+
+
+# ---- The CEL twin (a ValidatingAdmissionPolicy): per container list, the first container that gets
+# no GPU (gpus.source without the cluster view: any DRA claim may be a GPU, and the view's answer
+# for a claim reaches the webhook, which every GPU pod is still sent) with an entry whose value's
+# comma-separated items hold `all` once str.strip() has trimmed them (cel.SPACE is its whitespace).
+_ALL: Final = lit("(^|,)[" + cel.SPACE + "]*all[" + cel.SPACE + "]*(,|$)")
+
+
+def _all(e: str) -> str:
+    return f"({e}.name == {lit(NAME)} && !has({e}.valueFrom) && has({e}.value) && {e}.value.matches({_ALL}))"
+
+
+def _native() -> NativeRule:
+    variables = [("nodeAgent", cel.NODE_AGENT)]
+    checks = []
+    for kind in LISTS:
+        items, name = f"object.spec.{kind.field}", cel.list_name(kind)
+        found, each = f"variables.all{name}", f"{items}[i]"
+        variables.append(
+            (
+                f"all{name}",
+                f"{cel.present(kind.field)} ? lists.range(size({items})).filter(i, has({each}.env) && "
+                f"{each}.env.exists(e, {_all('e')}) && !{cel.gets_gpu_container(each)} && "
+                f"{each}.name != ({cel.KAI_CONTAINER_NAME})) : []",
+            )
+        )
+        c = f"{items}[{found}[0]]"
+        variables.append((f"entry{name}", f"lists.range(size({c}.env)).filter(j, {_all(f'{c}.env[j]')})[0]"))
+        j = f"variables.entry{name}"
+        message = (
+            f"@prefix@ + {lit(ID + ' (' + kind.label + ' ' + chr(34))} + {c}.name + '\": @path@.{kind.field}[' + "
+            f"string({found}[0]) + '].env[' + string({j}) + '] sets {NAME}=' + {cel.quoted(f'{c}.env[{j}].value')} + "
+            f"{lit(DETAIL + '; fix: ')} + {cel.agent_lead()} + {lit(FIX)} + ')'"
+        )
+        checks.append(Check(f"size({found}) == 0", message))
+    return NativeRule(tuple(variables), tuple(checks))
+
+
+NATIVE: Final = _native()
 
 
 RULE: Rule = Rule(
@@ -44,6 +92,8 @@ RULE: Rule = Rule(
     "every GPU its image names.",
     reads=("containers[*].env", "containers[*].resources"),
     triggers=(Trigger(Where.CONTAINER_ENV, NAME),),
+    native=NATIVE,
+    webhook_only="",
     example={"spec": {"containers": [{"name": "web", "env": [{"name": NAME, "value": "all"}]}]}},
     default_mode=Mode.WARN,
 )

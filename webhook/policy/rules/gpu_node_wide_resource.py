@@ -15,13 +15,31 @@ workload wants a countable resource (gpu.intel.com/i915 or xe).
 
 from __future__ import annotations
 
+from typing import Final
+
+from .. import cel
+from ..cel import LISTS, Check, lit
 from ..gpus import agent_account, node_wide
 from ..objects import PodView
 from ..quantity import describe
-from ..rule import GPU_RESOURCE, Rule
+from ..rule import GPU_RESOURCE, NativeRule, Rule
 from ..types import Policy, Violation
+from ..vendors import VENDORS, Vendor
 
 ID = "gpu-node-wide-resource"
+DETAIL: Final = (
+    "asks for ",
+    ", which gives the container every ",
+    " GPU of the node (a node agent's resource, whoever else holds them)",
+)
+FIX: Final = (
+    'if this is a trusted GPU node agent, the platform exempts it: "',
+    '" in exemptServiceAccounts (or its namespace in exemptNamespaces); a workload requests ',
+)
+
+
+def _countable(vendor: Vendor) -> str:
+    return " or ".join(vendor.workload)
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
@@ -35,19 +53,63 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
         side, name, vendor = found
         values = c.limits if side == "limits" else c.requests
         value = values.get(name) if values else None
-        countable = " or ".join(vendor.workload)
         out.append(
             c.violation(
                 ID,
                 f'{c.resources_field}.{side}["{name}"]',
-                f"asks for {name}, which gives the container every {vendor.name} GPU of the node (a node "
-                "agent's resource, whoever else holds them)",
-                f'if this is a trusted GPU node agent, the platform exempts it: "{agent_account(view)}" in '
-                f"exemptServiceAccounts (or its namespace in exemptNamespaces); a workload requests {countable}",
+                DETAIL[0] + name + DETAIL[1] + vendor.name + DETAIL[2],
+                agent_account(view).join(FIX) + _countable(vendor),
                 describe(value),
             )
         )
     return out
+
+
+# ---- The CEL twin (a ValidatingAdmissionPolicy): per container list, the first container with a
+# count other than 0 of a node-wide resource of a vendor that is on (@nodeWide@), named as
+# gpus.node_wide finds it: limits before requests, and within a side the first name in the order
+# the API server sends a map (sorted: encoding/json), which is the order of _NAMES.
+_NAMES: Final = cel.literals(n for v in VENDORS for n in v.node_wide)
+_VENDOR: Final = "{" + ", ".join(f"{lit(n)}: {lit(v.name)}" for v in VENDORS for n in v.node_wide) + "}"
+_COUNTABLE: Final = "{" + ", ".join(f"{lit(n)}: {lit(_countable(v))}" for v in VENDORS for n in v.node_wide) + "}"
+
+
+def _wide(c: str) -> str:
+    """[side, name] of each node-wide resource `c` asks for, limits first."""
+    return " + ".join(
+        f"((has({c}.resources) && has({c}.resources.{side})) ? {_NAMES}.filter(k, k in @nodeWide@ && "
+        f"k in {c}.resources.{side} && sign(quantity({c}.resources.{side}[k])) != 0).map(k, [{lit(side)}, k]) : [])"
+        for side in ("limits", "requests")
+    )
+
+
+def _native() -> NativeRule:
+    variables: list[tuple[str, str]] = []
+    checks = []
+    for kind in LISTS:
+        items, name = f"object.spec.{kind.field}", cel.list_name(kind)
+        found = f"variables.wide{name}"
+        variables.append(
+            (
+                f"wide{name}",
+                f"{cel.present(kind.field)} ? "
+                f"lists.range(size({items})).filter(i, size({_wide(f'{items}[i]')}) > 0) : []",
+            )
+        )
+        c = f"{items}[{found}[0]]"
+        variables.append((f"first{name}", f"({_wide(c)})[0]"))
+        side, resource = f"variables.first{name}[0]", f"variables.first{name}[1]"
+        message = (
+            f"@prefix@ + {lit(ID + ' (' + kind.label + ' ' + chr(34))} + {c}.name + '\": @path@.{kind.field}[' + "
+            f"string({found}[0]) + '].resources.' + {side} + '[\"' + {resource} + '\"] ' + {lit(DETAIL[0])} + "
+            f"{resource} + {lit(DETAIL[1])} + {_VENDOR}[{resource}] + {lit(DETAIL[2] + '; fix: ' + FIX[0])} + "
+            f"{cel.AGENT_ACCOUNT} + {lit(FIX[1])} + {_COUNTABLE}[{resource}] + ')'"
+        )
+        checks.append(Check(f"size({found}) == 0", message))
+    return NativeRule(tuple(variables), tuple(checks))
+
+
+NATIVE: Final = _native()
 
 
 RULE: Rule = Rule(
@@ -60,6 +122,8 @@ RULE: Rule = Rule(
     "for monitoring agents (XPU Manager), which the platform exempts by namespace or service account.",
     reads=("containers[*].resources",),
     triggers=GPU_RESOURCE,
+    native=NATIVE,
+    webhook_only="",
     example={
         "metadata": {"namespace": "team-a"},
         "spec": {"containers": [{"name": "t", "resources": {"limits": {"gpu.intel.com/monitoring": 1}}}]},

@@ -20,14 +20,24 @@ isolation voids are not flagged: isolation appends its
 
 from __future__ import annotations
 
+from typing import Final
+
+from .. import cel
+from ..cel import EnvFromOpen, lit
 from ..containers import Container, loads
 from ..gpus import kai_env_from, plugin_env_gpu
-from ..nvidia import prefix_reaches
+from ..nvidia import GRANTING, prefix_reaches
 from ..objects import PodView
-from ..rule import GPU_POD, Rule
+from ..rule import GPU_POD, NativeRule, Rule
 from ..types import Policy, Violation
 
 ID = "visible-devices-envfrom"
+DETAIL: Final = " and overrides the device plugin's devices (the owner can change it after admission)"
+FIX: Final = (
+    "give ",
+    " a prefix that no granting name starts with, such as APP_, or list the keys the container needs with "
+    "env[].valueFrom",
+)
 
 
 def reached(c: Container, prefix: str) -> tuple[str, ...]:
@@ -49,14 +59,26 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
                 c.violation(
                     ID,
                     f"envFrom[{i}]",
-                    f"{loads(kind, name, prefix)}: a key there becomes {' or '.join(names)} and overrides the "
-                    "device plugin's devices (the owner can change it after admission)",
-                    f"give envFrom[{i}] a prefix that no granting name starts with, such as APP_, or list the "
-                    "keys the container needs with env[].valueFrom",
+                    f"{loads(kind, name, prefix)}: a key there becomes {' or '.join(names)}{DETAIL}",
+                    f"envFrom[{i}]".join(FIX),
                     prefix,
                 )
             )
     return out
+
+
+# ---- The CEL twin (a ValidatingAdmissionPolicy): per container list, the first container whose GPU
+# comes through the node's environment (gpus.plugin_env_gpu) with an envFrom item that reaches a
+# granting name its env does not set (KAI's own ConfigMap aside), as the loop above finds it.
+_GRANTING: Final = "[" + ", ".join(lit(n) for n in GRANTING) + "]"
+
+
+def _reaches(c: str, prefix: str) -> str:
+    """reached(): the granting names `prefix` reaches that container `c`'s env does not set."""
+    return f"{_GRANTING}.filter(n, n.startsWith({prefix}) && !(has({c}.env) && {c}.env.exists(e, e.name == n)))"
+
+
+NATIVE: Final = NativeRule(*cel.env_from_checks(ID, EnvFromOpen(_reaches, cel.plugin_env_gpu, DETAIL, FIX)))
 
 
 RULE: Rule = Rule(
@@ -70,6 +92,8 @@ RULE: Rule = Rule(
     "every GPU. Containers isolation voids are safe: its entry comes last.",
     reads=("containers[*].envFrom", "containers[*].env", "containers[*].resources"),
     triggers=GPU_POD,
+    native=NATIVE,
+    webhook_only="",
     example={
         "spec": {
             "containers": [
