@@ -309,35 +309,6 @@ EDGE = {
         serviceAccountName="xpumanager",
     ),
     "wide-other-domain": pod(container(resources={"limits": {"example.com/monitoring": "1"}})),
-    # gpu-requests-equal-limits: a device request equals its limit, as quantities.
-    "requests-without-limit": pod(container(resources={"requests": {GPU: "1"}})),
-    "requests-unequal": pod(container(resources={"limits": {GPU: "2"}, "requests": {GPU: "1"}})),
-    "requests-milli-equal": pod(container(resources={"limits": {GPU: "1"}, "requests": {GPU: "1000m"}})),
-    "requests-zero-no-limit": pod(container(resources={"requests": {GPU: "0"}})),
-    "requests-mig-unequal": pod(
-        container(resources={"limits": {"nvidia.com/mig-1g.5gb": "1"}, "requests": {"nvidia.com/mig-1g.5gb": "2"}})
-    ),
-    "requests-shared-no-limit": pod(
-        container(resources={"limits": {GPU: "1"}, "requests": {"nvidia.com/gpu.shared": "1"}})
-    ),
-    "requests-cpu-unequal": pod(
-        container(resources={"limits": {GPU: "1", "cpu": "2"}, "requests": {GPU: "1", "cpu": "1"}})
-    ),
-    "requests-companion": pod(container(resources={"limits": {GPU: "1"}, "requests": {"nvidia.com/gpumem": "4000"}})),
-    "requests-amd-unequal": pod(
-        container(resources={"limits": {"amd.com/gpu": "1"}, "requests": {"amd.com/gpu": "2"}})
-    ),
-    "requests-init": pod(
-        container(gpu="1"), initContainers=[container("i", resources={"limits": {GPU: "1"}, "requests": {GPU: "2"}})]
-    ),
-    "requests-second-key": pod(
-        container(
-            resources={
-                "limits": {GPU: "1", "nvidia.com/mig-1g.5gb": "1"},
-                "requests": {GPU: "1", "nvidia.com/mig-1g.5gb": "3"},
-            }
-        )
-    ),
     # driver-capabilities-non-gpu: `all` among the comma-separated items, trimmed as str.strip() trims.
     "caps-all-cpu": pod(container(env=[env(DRIVER_CAPS, "all")])),
     "caps-list-all": pod(container(env=[env(DRIVER_CAPS, "compute, all ")])),
@@ -387,10 +358,44 @@ EDGE = {
         container(resources={"limits": {"amd.com/gpu": "1"}}, envFrom=[{"configMapRef": {"name": "s"}}])
     ),
     "envfrom-init": pod(container(), initContainers=[container("i", gpu="1", envFrom=[{"secretRef": {"name": "x"}}])]),
-    "requests-agent": pod(
-        container(image="nvcr.io/nvidia/k8s/dcgm-exporter:4.2.3", resources={"requests": {GPU: "0"}}),
+    # gpu-node-agent: a per-node pod there for the GPUs, whose container isolation blinds.
+    "agent-daemonset-image": {
+        **pod(container("exporter", image="nvcr.io/nvidia/k8s/dcgm-exporter:4.2.3-4.1.3-ubuntu22.04")),
+        "metadata": {
+            "name": "a",
+            "namespace": "monitoring",
+            "ownerReferences": [
+                {"kind": "DaemonSet", "controller": True, "name": "d", "apiVersion": "apps/v1", "uid": "u"}
+            ],
+        },
+    },
+    "agent-host-pid-zero": pod(
+        container("probe", image="ghcr.io/acme/gpu-probe:1", resources={"requests": {GPU: "0"}}), hostPID=True
+    ),
+    "agent-pinned-sidecar": pod(
+        container("main", image="busybox"), hostPID=True, nodeSelector={"nvidia.com/gpu.present": "true"}
+    ),
+    "agent-with-gpu": pod(container("w", gpu="1", image="nvcr.io/nvidia/cuda:12.4.0-base"), hostPID=True),
+    "agent-intel-image": pod(
+        container("intel", image="intel/intel-gpu-plugin:0.30.0", resources={"limits": {"gpu.intel.com/i915": "0"}}),
         hostPID=True,
-        serviceAccountName="dcgm-exporter",
+    ),
+    "agent-not-per-node": pod(container("x", image="nvcr.io/nvidia/k8s/dcgm-exporter:4.2.3")),
+    # gpu-shared-slots: more than 1 of a shared resource, on the side that decides (limits, else requests).
+    "shared-two": pod(container(resources={"limits": {"nvidia.com/gpu.shared": "2"}})),
+    "shared-one": pod(container(resources={"limits": {"nvidia.com/gpu.shared": "1"}})),
+    "shared-milli-over": pod(container(resources={"limits": {"nvidia.com/gpu.shared": "1001m"}})),
+    "shared-dash": pod(container(resources={"limits": {"nvidia.com/a100-shared": "3"}})),
+    "shared-requests-only": pod(container(resources={"requests": {"nvidia.com/gpu.shared": "2"}})),
+    "shared-requests-beside-limits": pod(
+        container(resources={"limits": {"cpu": "1"}, "requests": {"nvidia.com/gpu.shared": "4"}})
+    ),
+    "shared-second": pod(
+        container("a", resources={"limits": {GPU: "2"}}),
+        container("b", resources={"limits": {"nvidia.com/mig-1g.5gb.shared": "2", "cpu": "1"}}),
+    ),
+    "shared-init": pod(
+        container(), initContainers=[container("i", resources={"limits": {"nvidia.com/gpu.shared": "2"}})]
     ),
 }
 
@@ -487,6 +492,7 @@ def test_the_envfrom_rules_as_the_config_says(kai: bool, tmp_path: Path) -> None
         ({"vendors": {"intel": {"enabled": False}}}, "ml", "alice"),
         ({"vendors": {"intel": {"enabled": False}, "amd": {"enabled": False}}}, "ml", "alice"),
         ({"rules": {"no-visible-devices-env": "warn"}}, "ml", "alice"),
+        ({"isolateNonGpu": False}, "ml", "alice"),
     ],
 )
 def test_exemptions_and_switches_as_the_config_says(
@@ -508,6 +514,13 @@ def test_exemptions_and_switches_as_the_config_says(
         serviceAccountName="dcgm",
     )
     agree(compiled, monitoring, config, namespace=namespace, user=user)
+    for last in ("void", "all"):  # isolation off: only an agent that voids itself is blind
+        agent = pod(
+            container("e", image="nvcr.io/nvidia/k8s/dcgm-exporter:4.2.3", env=[env(NVD, last)]),
+            hostPID=True,
+            namespace=namespace,
+        )
+        agree(compiled, agent, config, namespace=namespace, user=user)
 
 
 def test_modes_become_binding_actions_and_words(tmp_path: Path) -> None:

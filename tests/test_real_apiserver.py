@@ -382,7 +382,9 @@ def split_by_action(
 def assert_warned(warnings: list[str], warned: dict[str, list[str]], name: str) -> None:
     """The API server's Warning headers (RFC 7234 `299 - "text"`, its quotes escaped) name exactly
     the warn-mode policies that failed, each with its first failed validation's message."""
-    texts = [w.replace('\\"', '"') for w in warnings if "AdmissionPolicy 'gpu-policy-" in w]
+    # http.client reads a header as Latin-1; the API server wrote UTF-8 (a "\u3000" in a value).
+    texts = [w.encode("latin-1").decode("utf-8").replace('\\"', '"') for w in warnings]
+    texts = [t for t in texts if "AdmissionPolicy 'gpu-policy-" in t]
     for policy, messages in warned.items():
         assert any(f"'gpu-policy-{policy}'" in t and messages[0] in t for t in texts), (name, policy, texts)
     assert len(texts) == len(warned), (name, sorted(warned), texts)
@@ -401,7 +403,8 @@ def _until_each_policy_refuses_its_example(real_api: RealApi, compiled: dict[str
     last: dict[str, tuple[int, str]] = {}
     while examples:
         for rule, example in list(examples.items()):
-            probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "probe-"}, **example}
+            probe = {"apiVersion": "v1", "kind": "Pod", **example}
+            probe["metadata"] = {**example.get("metadata", {}), "generateName": "probe-", "namespace": "ml"}
             code, body, warnings = real_api.create_pod(probe)
             last[rule] = (code, body.get("message", "") + " ".join(warnings))
             refused = code == 403 and compiled[rule][1] == ["Deny"]
@@ -582,7 +585,7 @@ def test_the_controller_owned_twin_in_the_real_api_server(
     (vap, _actions) = compile_validations({"policy": values["policy"]}, tmp)["gpu-controller-owned"]
     created = _create_all(real_api, docs, ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"))
     try:
-        _until_each_policy_refuses_its_example(real_api, {"gpu-controller-owned": vap})
+        _until_each_policy_refuses_its_example(real_api, {"gpu-controller-owned": (vap, ["Deny"])})
         refused = set()
         for name, shape in OWNER_SHAPES.items():
             p = copy.deepcopy(shape)

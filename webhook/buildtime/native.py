@@ -40,6 +40,7 @@ VALUES: Final = {
     + _joined("(prepend $p.gpuDeviceResources $p.gpuResourceName)", lambda v: v.devices + v.node_wide)
     + ")",
     "companions": f'(include "gpu-policy.celNames" {_joined("$p.gpuCompanionResources", lambda v: v.companions)})',
+    "shared": f'(include "gpu-policy.celNames" {_joined("$p.gpuSharedResources", lambda v: v.shared)})',
     # Node labels that pin a pod to GPU nodes (gpus.pinned_to_gpu_nodes), and GPU machine families.
     "nodeLabels": "(toJson "
     + _joined("(prepend $p.gpuNodeLabels $p.acceleratorNodeSelector.labelKey)", lambda v: v.node_labels)
@@ -56,6 +57,7 @@ VALUES: Final = {
     + ")))",
     "intel": '(ternary "true" "false" $p.vendors.intel.enabled)',
     "kai": '(ternary "true" "false" $p.integrations.kai.enabled)',
+    "isolate": '(ternary "true" "false" $p.isolateNonGpu)',
     "amdIsolate": '(ternary "true" "false" (and $p.vendors.amd.enabled $p.vendors.amd.isolate))',
     "kaiSchedulers": "(toJson $p.integrations.kai.schedulerNames)",
     # The release namespace is always exempt (gpu-policy.config adds it to the server's too).

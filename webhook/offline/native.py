@@ -51,6 +51,7 @@ def _names(names: Iterable[str]) -> list[list[str]]:
 VALUES: Final[dict[str, Callable[[Policy], str]]] = {
     "devices": lambda p: json.dumps(_names((p.resource_name, *p.device_resources))),
     "companions": lambda p: json.dumps(_names(p.companion_resources)),
+    "shared": lambda p: json.dumps(_names(p.shared_resources)),
     "nodeLabels": lambda p: json.dumps(list(dict.fromkeys((p.accelerator_label, *p.gpu_node_labels)))),
     "instanceTypes": lambda p: json.dumps(list(p.gpu_instance_types)),
     "controllerKinds": lambda p: json.dumps(sorted(p.gpu_controller_kinds)),
@@ -59,6 +60,7 @@ VALUES: Final[dict[str, Callable[[Policy], str]]] = {
     "runtimeClasses": lambda p: json.dumps(sorted(p.gpu_runtime_classes)),
     "nodeWide": lambda p: json.dumps([n for v in p.vendors for n in v.node_wide] if len(p.vendors) > 1 else []),
     "kai": lambda p: "true" if p.kai else "false",
+    "isolate": lambda p: "true" if p.isolate_non_gpu else "false",
     "amdIsolate": lambda p: "true" if p.amd_isolate else "false",
     "kaiSchedulers": lambda p: json.dumps(sorted(p.kai_schedulers)),
     "exemptNamespaces": lambda p: json.dumps(sorted(p.exempt_namespaces)),

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from .gpus import AGENT_EXEMPTS, GKE_DEVICES, INSTANCE_TYPE, KAI_CONFIG_MAP, KAI_CONTAINER, KAI_FRACTION, KAI_MEMORY
-from .nvidia import VISIBLE_DEVICES
+from .nvidia import NO_DEVICES, VISIBLE_DEVICES
 from .types import ContainerKind, Mode
 from .vendors import OTHER_DOMAINS
 
@@ -106,6 +106,18 @@ def plugin_env_gpu(c: str) -> str:
         for side in ("limits", "requests")
     )
     return f"({c}.name == variables.kaiContainer || (has({c}.resources) && ({sides})))"
+
+
+def grants_nothing(c: str, name: str = VISIBLE_DEVICES, literals: frozenset[str] = NO_DEVICES) -> str:
+    """gpus.grants_nothing (gpus.vendor_isolated for AMD's `name`): the last entry of `name` is an
+    exact no-device literal."""
+    last = f"{c}.env.filter(e, e.name == '{name}')"
+    allowed = ", ".join(f"'{v}'" for v in sorted(literals))
+    entry = f"{last}[size({last}) - 1]"
+    return (
+        f"(has({c}.env) && size({last}) > 0 && !has({entry}.valueFrom) && "
+        f"(!has({entry}.value) || {entry}.value in [{allowed}]))"
+    )
 
 
 def present(field: str) -> str:
@@ -372,6 +384,16 @@ def _node_wide(c: str) -> str:
     """gpus.node_wide(c) is not None: a count other than 0 of a vendor's node-wide resource
     (@nodeWide@ is empty unless another vendor is on, as gpus.node_agent asks)."""
     return any_resource(c, lambda v: f"k in @nodeWide@ && sign(quantity({v})) != 0")
+
+
+def zero_requests(c: str) -> str:
+    """gpus.zero_request, every one: [side, name] of each explicit 0 of a GPU device resource of
+    container `c`, limits first."""
+    return " + ".join(
+        f"((has({c}.resources) && has({c}.resources.{side})) ? {c}.resources.{side}.filter(k, k.contains('/') && "
+        f"{named('k', '@devices@')} && sign(quantity({c}.resources.{side}[k])) == 0).map(k, [{lit(side)}, k]) : [])"
+        for side in ("limits", "requests")
+    )
 
 
 def _zero_request(c: str) -> str:

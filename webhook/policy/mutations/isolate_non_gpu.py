@@ -25,7 +25,7 @@ from ..gpus import (
     plugin_env_gpu,
     vendor_isolated,
 )
-from ..nvidia import IMEX_CHANNELS, NO_DEVICES, VISIBLE_DEVICES, prefix_reaches
+from ..nvidia import IMEX_CHANNELS, VISIBLE_DEVICES, prefix_reaches
 from ..objects import PodView
 from ..patch import Op, append_env
 from ..rule import EVERY_POD, Mutation, NativeMutation
@@ -113,18 +113,6 @@ def mutate_new_ephemeral(view: PodView, policy: Policy, existing: Collection[str
 # patch every pod alike, and tests/test_real_apiserver.py runs it in a real API server.
 
 
-def _cel_nothing(c: str, name: str = VISIBLE_DEVICES, literals: frozenset[str] = NO_DEVICES) -> str:
-    """gpus.grants_nothing (gpus.vendor_isolated for AMD's `name`): the last entry of `name` is an
-    exact no-device literal."""
-    last = f"{c}.env.filter(e, e.name == '{name}')"
-    allowed = ", ".join(f"'{v}'" for v in sorted(literals))
-    entry = f"{last}[size({last}) - 1]"
-    return (
-        f"(has({c}.env) && size({last}) > 0 && !has({entry}.valueFrom) && "
-        f"(!has({entry}.value) || {entry}.value in [{allowed}]))"
-    )
-
-
 def _cel_amd_gpu(c: str) -> str:
     """gpus.vendor_gpu for AMD: a DRA claim, or a count other than 0 of a resource in AMD's domains."""
     domains = " || ".join(f"k.startsWith('{d}')" for d in AMD.domains)
@@ -160,12 +148,12 @@ def _variables(field: str, new_only: bool) -> list[tuple[str, str]]:
     each = f"({present(field)} ? lists.range(size(object.spec.{field})) : [])"
     return [
         (f"gpu{name}", f"{each}.filter(i, {chosen} && {cel.plugin_env_gpu(c)})"),
-        (f"void{name}", f"{each}.filter(i, {chosen} && !(i in variables.gpu{name}) && !{_cel_nothing(c)})"),
+        (f"void{name}", f"{each}.filter(i, {chosen} && !(i in variables.gpu{name}) && !{cel.grants_nothing(c)})"),
         (f"imex{name}", f"{each}.filter(i, {chosen} && !(i in variables.gpu{name}) && {_cel_imex(c)})"),
         (
             f"amd{name}",
             f"@amdIsolate@ ? {each}.filter(i, {chosen} && !{_cel_amd_gpu(c)} && "
-            f"!{_cel_nothing(c, AMD_VAR, AMD.no_devices)}) : []",
+            f"!{cel.grants_nothing(c, AMD_VAR, AMD.no_devices)}) : []",
         ),
     ]
 

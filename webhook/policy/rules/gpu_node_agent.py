@@ -17,13 +17,22 @@ they silently report nothing. The fix is an exemption the platform grants in con
 
 from __future__ import annotations
 
+from typing import Final
+
+from .. import cel
+from ..cel import LISTS, Check, lit
 from ..gpus import agent_account, node_agent, pinned_to_gpu_nodes, sees_no_gpu, zero_request
 from ..objects import PodView
-from ..rule import GPU_RESOURCE, Rule, Trigger, Where
+from ..rule import GPU_RESOURCE, NativeRule, Rule, Trigger, Where
 from ..types import Mode, Policy, Violation
 from ..vendors import OTHER_AGENT_IMAGES
 
 ID = "gpu-node-agent"
+BLIND: Final = ('isolation voids it unless exemptServiceAccounts lists "', '"')
+FIX: Final = ('a trusted agent: add "', "\" to exemptServiceAccounts in gpu-policy's config; else ask for a GPU")
+IMAGE: Final = "is a GPU agent image that gets no GPU: "
+ZERO: Final = "is 0, as for an agent reaching every GPU: "
+PINNED: Final = "runs in a per-node pod on GPU nodes and gets no GPU: "
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
@@ -31,8 +40,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
         return []
     account = agent_account(view)
     # The exemption comes early: a warning is cut at 256 characters, the fix first.
-    blind = f'isolation voids it unless exemptServiceAccounts lists "{account}"'
-    fix = f'a trusted agent: add "{account}" to exemptServiceAccounts in gpu-policy\'s config; else ask for a GPU'
+    blind, fix = account.join(BLIND), account.join(FIX)
     pinned = pinned_to_gpu_nodes(view, policy)
     out: list[Violation] = []
     for c in view.containers:
@@ -42,16 +50,74 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
             continue  # AMD's and Intel's agents reach GPUs through device files: isolation blinds none
         zero = zero_request(c, policy)
         if c.image.startswith(policy.node_agent_images):
-            detail = f"is a GPU agent image that gets no GPU: {blind}"
+            detail = IMAGE + blind
             out.append(c.violation(ID, "image", detail, fix, f'"{c.image}"'))
         elif zero is not None:
             side, name = zero
-            detail = f"is 0, as for an agent reaching every GPU: {blind}"
+            detail = ZERO + blind
             out.append(c.violation(ID, f'resources.{side}["{name}"]', detail, fix, '"0"'))
         elif pinned:
-            detail = f"runs in a per-node pod on GPU nodes and gets no GPU: {blind}"
+            detail = PINNED + blind
             out.append(c.violation(ID, "image", detail, fix, f'"{c.image}"'))
     return out
+
+
+# ---- The CEL twin (a ValidatingAdmissionPolicy): in a pod cel.NODE_AGENT calls a node agent, per
+# container list the first container that sees no GPU (no GPU through its environment, and voided
+# by isolation or already void) and is an agent image (not another vendor's), asks for 0 of a GPU
+# resource, or sits in a pod pinned to GPU nodes; its message says which, as the loop above does.
+_OTHER_IMAGES: Final = cel.literals(OTHER_AGENT_IMAGES)
+
+
+def _image(c: str) -> str:
+    return f"(has({c}.image) ? {c}.image : '')"
+
+
+def _agent_image(c: str) -> str:
+    return f"@agentImages@.exists(a, {_image(c)}.startsWith(a))"
+
+
+def _flagged(c: str) -> str:
+    return (
+        f"(!{cel.plugin_env_gpu(c)} && (@isolate@ || {cel.grants_nothing(c)}) && "
+        f"!{_OTHER_IMAGES}.exists(a, {_image(c)}.startsWith(a)) && "
+        f"({_agent_image(c)} || size({cel.zero_requests(c)}) > 0 || variables.pinned))"
+    )
+
+
+def _native() -> NativeRule:
+    variables = [
+        ("nodeAgent", cel.NODE_AGENT),
+        ("kaiContainer", cel.KAI_CONTAINER_NAME),
+        ("pinned", cel.PINNED_TO_GPU_NODES),
+    ]
+    checks = []
+    account = cel.AGENT_ACCOUNT
+    blind = f"{lit(BLIND[0])} + {account} + {lit(BLIND[1] + '; fix: ' + FIX[0])} + {account} + {lit(FIX[1])}"
+    for kind in LISTS:
+        items, name = f"object.spec.{kind.field}", cel.list_name(kind)
+        found = f"variables.agent{name}"
+        variables.append(
+            (
+                f"agent{name}",
+                f"{cel.present(kind.field)} ? lists.range(size({items})).filter(i, {_flagged(f'{items}[i]')}) : []",
+            )
+        )
+        c = f"{items}[{found}[0]]"
+        zero = f"({cel.zero_requests(c)})[0]"
+        where = (
+            f"({_agent_image(c)} ? ('image ' + {lit(IMAGE)}) : (size({cel.zero_requests(c)}) > 0 ? "
+            f"('resources.' + {zero}[0] + '[\"' + {zero}[1] + '\"] ' + {lit(ZERO)}) : ('image ' + {lit(PINNED)})))"
+        )
+        message = (
+            f"@prefix@ + {lit(ID + ' (' + kind.label + ' ' + chr(34))} + {c}.name + '\": @path@.{kind.field}[' + "
+            f"string({found}[0]) + '].' + {where} + {blind} + ')'"
+        )
+        checks.append(Check(f"!variables.nodeAgent || size({found}) == 0", message))
+    return NativeRule(tuple(variables), tuple(checks))
+
+
+NATIVE: Final = _native()
 
 
 RULE: Rule = Rule(
@@ -78,6 +144,8 @@ RULE: Rule = Rule(
         Trigger(Where.NODE_LABEL, "node.kubernetes.io/instance-type"),
         *GPU_RESOURCE,
     ),
+    native=NATIVE,
+    webhook_only="",
     example={
         "metadata": {"namespace": "monitoring", "ownerReferences": [{"kind": "DaemonSet", "controller": True}]},
         "spec": {

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 from typing import Final
 
-from .. import cel
-from ..cel import LISTS, Check, lit
 from ..gpus import is_device
 from ..objects import PodView
 from ..quantity import QuantityError, describe, parse_quantity
-from ..rule import GPU_RESOURCE, NativeRule, Rule
+from ..rule import GPU_RESOURCE, Rule
 from ..shapes import quote_key
 from ..types import Policy, Violation
 
@@ -56,56 +54,6 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     return out
 
 
-# ---- The CEL twin (a ValidatingAdmissionPolicy): per container list, the first container with a
-# request of a device resource that limits lacks or holds another quantity of (compareTo: "1" and
-# "1000m" are equal). The API server has parsed every quantity of a Pod or built-in template before
-# validating admission, so the rule's "does not parse" (left to gpu-quantity) never reaches it.
-def _unequal(c: str, k: str) -> str:
-    requests, limits = f"{c}.resources.requests", f"{c}.resources.limits"
-    return (
-        f"({k}.contains('/') && {cel.named(k, '@devices@')} && !(has({limits}) && {k} in {limits} && "
-        f"quantity({requests}[{k}]).compareTo(quantity({limits}[{k}])) == 0))"
-    )
-
-
-def _native() -> NativeRule:
-    variables = [("nodeAgent", cel.NODE_AGENT)]
-    checks = []
-    for kind in LISTS:
-        items, name = f"object.spec.{kind.field}", cel.list_name(kind)
-        found = f"variables.unequal{name}"
-        each = f"{items}[i]"
-        variables.append(
-            (
-                f"unequal{name}",
-                f"{cel.present(kind.field)} ? lists.range(size({items})).filter(i, has({each}.resources) && "
-                f"has({each}.resources.requests) && {each}.resources.requests.exists(k, {_unequal(each, 'k')})) : []",
-            )
-        )
-        c = f"{items}[{found}[0]]"
-        variables.append((f"key{name}", f"{c}.resources.requests.filter(k, {_unequal(c, 'k')})[0]"))
-        k = f"variables.key{name}"
-        requested, limit = (
-            cel.quoted(f"string({c}.resources.requests[{k}])"),
-            cel.quoted(f"string({c}.resources.limits[{k}])"),
-        )
-        key = f"'[\"' + {k} + '\"]'"
-        message = (
-            f"@prefix@ + {lit(ID + ' (' + kind.label + ' ' + chr(34))} + {c}.name + '\": @path@.{kind.field}[' + "
-            f"string({found}[0]) + '].resources.requests' + {key} + ' is ' + {requested} + ' ' + "
-            f"((has({c}.resources.limits) && {k} in {c}.resources.limits) ? "
-            f"({lit(UNEQUAL[0])} + {limit} + {lit(UNEQUAL[1] + '; fix: ')} + {cel.agent_lead()} + "
-            f"'drop requests' + {key} + ' or set it to ' + {limit}) : "
-            f"({lit(UNSET[0])} + {key} + {lit(UNSET[1] + '; fix: ')} + {cel.agent_lead()} + {lit(UNSET_FIX[0])} + "
-            f"'resources.limits' + {key} + {lit(UNSET_FIX[1])})) + ')'"
-        )
-        checks.append(Check(f"size({found}) == 0", message))
-    return NativeRule(tuple(variables), tuple(checks))
-
-
-NATIVE: Final = _native()
-
-
 RULE: Rule = Rule(
     id=ID,
     check=check,
@@ -116,8 +64,9 @@ RULE: Rule = Rule(
     "templates get no upstream validation, nor do clusters whose validation was relaxed for GPU sharing.",
     reads=("containers[*].resources.limits", "containers[*].resources.requests"),
     triggers=GPU_RESOURCE,
-    native=NATIVE,
-    webhook_only="",
+    webhook_only="the API server's own validation already refuses it on Pods and built-in controllers' templates "
+    "(an extended resource's request must equal its limit); only custom resources' templates need it, and the "
+    "workloads webhook judges those",
     example={
         "spec": {
             "containers": [

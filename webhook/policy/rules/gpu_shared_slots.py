@@ -12,13 +12,22 @@ clusters that run MPS.
 
 from __future__ import annotations
 
+from typing import Final
+
+from .. import cel
+from ..cel import LISTS, Check, lit
 from ..gpus import is_shared
 from ..objects import PodView
 from ..quantity import QuantityError, describe, parse_quantity
-from ..rule import GPU_RESOURCE, Rule
+from ..rule import GPU_RESOURCE, NativeRule, Rule
 from ..types import Mode, Policy, Violation
 
 ID = "gpu-shared-slots"
+DETAIL: Final = (
+    ': under MPS the kubelet refuses it ("maximum request size for shared resources is 1"); time-sliced slots may '
+    "be one card"
+)
+FIX: Final = ("request 1 ", ", or whole GPUs from nodes without sharing")
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
@@ -38,13 +47,61 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
                 c.violation(
                     ID,
                     c.resource_path(side_name, name),
-                    f'is {describe(value)}: under MPS the kubelet refuses it ("maximum request size for shared '
-                    'resources is 1"); time-sliced slots may be one card',
-                    f"request 1 {name}, or whole GPUs from nodes without sharing",
+                    f"is {describe(value)}{DETAIL}",
+                    name.join(FIX),
                     describe(value),
                 )
             )
     return out
+
+
+# ---- The CEL twin (a ValidatingAdmissionPolicy): per container list, the first container with more
+# than 1 of a shared resource on the side the loop above reads (limits when it has any, else
+# requests), and of its resources the first such.
+def _side(c: str) -> str:
+    return f"(has({c}.resources.limits) && size({c}.resources.limits) > 0 ? 'limits' : 'requests')"
+
+
+def _values(c: str) -> str:
+    return f"({_side(c)} == 'limits' ? {c}.resources.limits : {c}.resources.requests)"
+
+
+def _over(c: str) -> str:
+    """The shared resources container `c` asks for more than 1 of (needs has(c.resources))."""
+    values = _values(c)
+    return (
+        f"(({_side(c)} == 'limits' || has({c}.resources.requests)) ? {values}.filter(k, k.contains('/') && "
+        f"{cel.named('k', '@shared@')} && quantity({values}[k]).compareTo(quantity('1')) > 0) : [])"
+    )
+
+
+def _native() -> NativeRule:
+    variables = [("nodeAgent", cel.NODE_AGENT)]
+    checks = []
+    for kind in LISTS:
+        items, name = f"object.spec.{kind.field}", cel.list_name(kind)
+        found, each = f"variables.over{name}", f"{items}[i]"
+        variables.append(
+            (
+                f"over{name}",
+                f"{cel.present(kind.field)} ? lists.range(size({items})).filter(i, has({each}.resources) && "
+                f"size({_over(each)}) > 0) : []",
+            )
+        )
+        c = f"{items}[{found}[0]]"
+        variables.append((f"shared{name}", f"{_over(c)}[0]"))
+        k = f"variables.shared{name}"
+        message = (
+            f"@prefix@ + {lit(ID + ' (' + kind.label + ' ' + chr(34))} + {c}.name + '\": @path@.{kind.field}[' + "
+            f"string({found}[0]) + '].resources.' + {_side(c)} + '[\"' + {k} + '\"] is ' + "
+            f"{cel.quoted(f'{_values(c)}[{k}]')} + {lit(DETAIL + '; fix: ')} + {cel.agent_lead()} + "
+            f"{lit(FIX[0])} + {k} + {lit(FIX[1])} + ')'"
+        )
+        checks.append(Check(f"size({found}) == 0", message))
+    return NativeRule(tuple(variables), tuple(checks))
+
+
+NATIVE: Final = _native()
 
 
 RULE: Rule = Rule(
@@ -56,6 +113,8 @@ RULE: Rule = Rule(
     "refuses more than 1 at the kubelet (`maximum request size for shared resources is 1`), after admission.",
     reads=("containers[*].resources.limits", "containers[*].resources.requests"),
     triggers=GPU_RESOURCE,
+    native=NATIVE,
+    webhook_only="",
     example={"spec": {"containers": [{"name": "t", "resources": {"limits": {"nvidia.com/gpu.shared": 2}}}]}},
     default_mode=Mode.WARN,
 )
