@@ -45,8 +45,12 @@ def compile_validations(
     values: dict[str, Any], tmp: Path, release: str = "gpu-policy", root: str = "pod"
 ) -> dict[str, tuple[ValidatingPolicy, list[str]]]:
     """The chart's ValidatingAdmissionPolicies for these values (enforcement both, 1.36) on one
-    root (cel.ROOTS: "pod", or a template path's words), by rule id, each with its binding's
-    validationActions."""
+    root (cel.ROOTS: "pod", or a template path's words), split back by rule id, each with its
+    binding's validationActions. The chart installs one policy per mode and root; its annotation
+    lists its rules in the order of their validations, and a rule's variables carry its scope, so
+    each rule's part is its own policy here (the API server evaluates variables lazily, so the
+    parts are judged exactly as the whole)."""
+    from webhook.buildtime.native import scope_of
     from webhook.policy import RULES
 
     docs = render({"enforcement": "both", **values}, kube_version="1.36.0", tmp=tmp)
@@ -57,21 +61,22 @@ def compile_validations(
         if d["kind"] == "ValidatingAdmissionPolicyBinding"
     }
     suffix = "" if root == "pod" else f"-{root}"
-    names = {f"{release}-{r.id}{suffix}": r.id for r in RULES}
+    names = {f"{release}-rules-{mode}{suffix}" for mode in ("deny", "warn", "audit")}
+    checks = {r.id: len(r.native.checks) for r in RULES if r.native is not None}
     out = {}
     for d in docs:
         if d["kind"] != "ValidatingAdmissionPolicy" or d["metadata"]["name"] not in names:
             continue
         name, spec = d["metadata"]["name"], d["spec"]
-        out[names[name]] = (
-            ValidatingPolicy.compile(
-                names[name],
-                [(c["name"], c["expression"]) for c in spec["matchConditions"]],
-                [(v["name"], v["expression"]) for v in spec["variables"]],
-                [(v["expression"], v["messageExpression"]) for v in spec["validations"]],
-            ),
-            actions[name],
-        )
+        conditions = [(c["name"], c["expression"]) for c in spec["matchConditions"]]
+        validations = [(v["expression"], v["messageExpression"]) for v in spec["validations"]]
+        for rule in d["metadata"]["annotations"]["gpu-policy.io/rules"].split(","):
+            own, validations = validations[: checks[rule]], validations[checks[rule] :]
+            variables = [
+                (v["name"], v["expression"]) for v in spec["variables"] if v["name"].startswith(scope_of(rule))
+            ]
+            out[rule] = (ValidatingPolicy.compile(rule, conditions, variables, own), actions[name])
+        assert validations == [], (name, "validations left over")
     return out
 
 

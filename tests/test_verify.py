@@ -164,13 +164,14 @@ def test_native_policies_are_checked_where_the_api_server_has_them(
         assert isinstance(docs, list)
         policy = next(d for d in docs if d["kind"] == "MutatingAdmissionPolicy")
         binding = next(d for d in docs if d["kind"] == "MutatingAdmissionPolicyBinding")
-        twins = [r.id for r in RULES if r.native is not None and r.default_mode is not Mode.OFF]  # shipped: on
+        twins = [r for r in RULES if r.native is not None and r.default_mode is not Mode.OFF]  # shipped: on
+        modes = sorted({r.default_mode.value for r in twins})
 
-        def on_pods(kind: str) -> list[dict[str, Any]]:  # the Pods' policies (verify checks those)
-            return [d for d in docs if d["kind"] == kind and d["metadata"]["name"].endswith(tuple(twins))]
+        def on_pods(kind: str) -> list[dict[str, Any]]:  # the Pods' policies, one per mode (verify checks those)
+            return [d for d in docs if d["kind"] == kind and d["metadata"]["name"].endswith(("-deny", "-warn"))]
 
         rules, rule_bindings = on_pods("ValidatingAdmissionPolicy"), on_pods("ValidatingAdmissionPolicyBinding")
-        assert len(rules) == len(rule_bindings) == len(twins) >= 3
+        assert len(rules) == len(rule_bindings) == len(modes) == 2 and len(twins) >= 3
 
         def native() -> dict[str, dict[str, Any]]:
             r = verify(api, tmp_path, "-o", "json")
@@ -191,8 +192,10 @@ def test_native_policies_are_checked_where_the_api_server_has_them(
         assert found["isolation"]["status"] == "pass", found
         assert found["isolation"]["evidence"]["bindings"] == [binding["metadata"]["name"]]
         assert found["rules"]["status"] == "pass", found
-        assert {e["validationActions"] == ["Deny"] for e in found["rules"]["evidence"].values()} == {True}
-        warned = copy.deepcopy(rule_bindings[0])
+        actions = {r.id: [r.default_mode.value.capitalize()] for r in twins}
+        assert {rule: e["validationActions"] for rule, e in found["rules"]["evidence"].items()} == actions
+        (deny,) = [b for b in rule_bindings if b["metadata"]["name"].endswith("-deny")]
+        warned = copy.deepcopy(deny)
         warned["spec"]["validationActions"] = ["Warn"]
         api.put(warned)
         found = native()["rules"]

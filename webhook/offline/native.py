@@ -6,7 +6,9 @@ filled in from the policy, as the chart fills them in from its values at render 
 (webhook/buildtime/native.py; tests/test_native.py checks both ways agree and match the webhook).
 cel-python evaluates it, with what Kubernetes' CEL has and cel-python lacks:
 - `lists.range(n)` (cel-go's lists extension, version 2+, enabled from Kubernetes 1.34);
-- `quantity(s)`, `sign(q)` and `q.compareTo(q2)` (k8s.io/apiserver/pkg/cel/library/quantity.go);
+- `quantity(s)`, `sign(q)`, `q.compareTo(q2)`, `q.isInteger()`, `q.asInteger()` and
+  `q.asApproximateFloat()` (k8s.io/apiserver/pkg/cel/library/quantity.go);
+- `list.sum()` and `list.max()` (k8s.io/apiserver/pkg/cel/library/lists.go);
 - `list.join(separator)` (cel-go's strings extension, in every Kubernetes CEL environment);
 - the `JSONPatch{op, path, value}` objects a JSONPatch mutation builds.
 The object is shown to CEL as the API server shows it: decoded into typed structs first
@@ -19,6 +21,7 @@ import copy
 import json
 import logging
 import re
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from decimal import Decimal
@@ -60,6 +63,7 @@ VALUES: Final[dict[str, Callable[[Policy], str]]] = {
     "runtimeClasses": lambda p: json.dumps(sorted(p.gpu_runtime_classes)),
     "nodeWide": lambda p: json.dumps([n for v in p.vendors for n in v.node_wide] if len(p.vendors) > 1 else []),
     "kai": lambda p: "true" if p.kai else "false",
+    "maxPerPod": lambda p: str(p.gpu_max_per_pod),
     "isolate": lambda p: "true" if p.isolate_non_gpu else "false",
     "amdIsolate": lambda p: "true" if p.amd_isolate else "false",
     "kaiSchedulers": lambda p: json.dumps(sorted(p.kai_schedulers)),
@@ -103,6 +107,10 @@ def _celpy() -> Any:
     except ImportError as exc:
         raise CelMissing("--engine cel needs cel-python: pip install 'gpu-policy[cel]'") from exc
     logging.getLogger("celpy").setLevel(logging.WARNING)  # it logs every object it builds at INFO
+    # Its evaluator recurses once per node of the parse tree, and a twin nests deeply (a ternary
+    # per container list, && chains per resource side): Python's default 1000 frames can run out
+    # inside a deep caller (a Hypothesis test did, now and then).
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
     return celpy
 
 
@@ -131,6 +139,26 @@ def environment() -> tuple[Any, dict[str, Any]]:
     def sign(q: Quantity) -> Any:
         return celtypes.IntType((q.value > 0) - (q.value < 0))
 
+    def is_integer(q: Quantity) -> Any:
+        # resource.Quantity.AsInt64: a whole number that fits an int64.
+        return celtypes.BoolType(q.value == q.value.to_integral_value() and -(2**63) <= q.value < 2**63)
+
+    def as_integer(q: Quantity) -> Any:
+        if not is_integer(q):
+            raise ValueError("cannot convert value to integer")
+        return celtypes.IntType(int(q.value))
+
+    def as_float(q: Quantity) -> Any:
+        return celtypes.DoubleType(float(q.value))
+
+    def list_sum(items: Any) -> Any:
+        return celtypes.IntType(sum(int(i) for i in items))
+
+    def list_max(items: Any) -> Any:
+        if not items:
+            raise ValueError("max of an empty list")
+        return max(items)
+
     def join(items: Any, separator: Any) -> Any:
         return celtypes.StringType(str(separator).join(str(i) for i in items))
 
@@ -138,7 +166,18 @@ def environment() -> tuple[Any, dict[str, Any]]:
         return celtypes.IntType((q.value > other.value) - (q.value < other.value))
 
     env = celpy.Environment(annotations={"lists.range": celtypes.FunctionType, "JSONPatch": JSONPatch})
-    return env, {"range": lists_range, "quantity": quantity, "sign": sign, "compareTo": compare_to, "join": join}
+    return env, {
+        "range": lists_range,
+        "quantity": quantity,
+        "sign": sign,
+        "compareTo": compare_to,
+        "join": join,
+        "isInteger": is_integer,
+        "asInteger": as_integer,
+        "asApproximateFloat": as_float,
+        "sum": list_sum,
+        "max": list_max,
+    }
 
 
 def plain(value: Any) -> Any:
@@ -203,7 +242,10 @@ class MutatingPolicy:
             if not result:
                 return None
         activation["variables"] = _lazy(self.variables, activation)
-        result = self.patch.evaluate(activation)
+        try:  # a failed variable it reads is raised, not returned
+            result = self.patch.evaluate(activation)
+        except celpy.CELEvalError as exc:
+            result = exc
         if isinstance(result, celpy.CELEvalError):
             raise CelFailed(f"the JSONPatch expression: {result}")
         return [plain(op) for op in result]
@@ -243,12 +285,24 @@ def _program() -> Callable[[str], Any]:
     return lambda cel: env.program(env.compile(cel), functions=functions)
 
 
-def _activation(obj: dict[str, Any], request: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any]:
+def namespace_object(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """`namespaceObject` as the API server gives it: the Namespace, whose labels always hold its name."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name, **(labels or {})}},
+    }
+
+
+def _activation(
+    obj: dict[str, Any], request: dict[str, Any], old: dict[str, Any] | None, namespace: dict[str, Any] | None = None
+) -> dict[str, Any]:
     celpy = _celpy()
     return {
         "object": celpy.json_to_cel(typed(obj)),
         "oldObject": celpy.json_to_cel(typed(old)) if old is not None else None,
         "request": celpy.json_to_cel(request),
+        "namespaceObject": celpy.json_to_cel(namespace or namespace_object(str(request.get("namespace", "")))),
     }
 
 
@@ -295,13 +349,20 @@ class ValidatingPolicy:
             [(cel(c.expression), cel(c.message)) for c in rule.native.checks],
         )
 
-    def failures(self, obj: dict[str, Any], request: dict[str, Any], old: dict[str, Any] | None = None) -> list[str]:
+    def failures(
+        self,
+        obj: dict[str, Any],
+        request: dict[str, Any],
+        old: dict[str, Any] | None = None,
+        namespace: dict[str, Any] | None = None,
+    ) -> list[str]:
         """The messages of the validations `obj` fails, in order (the API server reports the first);
         none when a matchCondition leaves it alone. Variables are evaluated as the API server
-        evaluates them, lazily: one that fails only matters where a validation reads it."""
+        evaluates them, lazily: one that fails only matters where a validation reads it.
+        `namespace` is namespaceObject (default: the request's namespace, no labels of its own)."""
         celpy = _celpy()
 
-        activation = _activation(obj, request, old)
+        activation = _activation(obj, request, old, namespace)
         for name, condition in self.conditions:
             result = condition.evaluate(activation)
             if isinstance(result, celpy.CELEvalError):

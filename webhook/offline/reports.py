@@ -169,8 +169,12 @@ def write_text(results: Sequence[Result], out: IO[str], verbose: bool = False) -
             print(f"ERROR {r.label}: {o.message}", file=out)
         elif state == "denied":
             # The server's message, one violation a line: `violates GPU policy: a (...), b (...)`.
-            print(f"DENY  {r.label}: {DENY_PREFIX.strip()}", file=out)
-            for v in o.violations(Mode.DENY):
+            denied = o.violations(Mode.DENY)
+            if not denied:  # refused for another reason (a native policy that fails): say it
+                print(f"DENY  {r.label}: {o.message}", file=out)
+            else:
+                print(f"DENY  {r.label}: {DENY_PREFIX.strip()}", file=out)
+            for v in denied:
                 print(f"      - {v.describe()}", file=out)
         elif state == "skipped":
             print(f"SKIP  {r.label}: {o.reason}", file=out)

@@ -174,6 +174,48 @@ def list_name(kind: ContainerKind) -> str:
     return kind.field[0].upper() + kind.field[1:]
 
 
+@dataclass(frozen=True, slots=True)
+class First:
+    """What a rule's twin says about the first container of a list that breaks it: `picks(c)` is
+    the CEL condition over container `c`; `then(c, tail)` gives the variables that read the first
+    such container (named with `tail`, the list's name) and the CEL of the message after
+    `rule (container "name": @path@.containers[i]`, as `Container.violation` words it. `guard`,
+    when given, wraps the check: `!(guard) || ...` (a pod-level condition, read only for a pod
+    that has such a container)."""
+
+    key: str  # the variable's name: <key><List> holds the indexes of the containers picked
+    picks: Callable[[str], str]
+    then: Callable[[str, str], tuple[tuple[tuple[str, str], ...], str]]
+    guard: str = ""
+
+
+def first_container_checks(
+    rule: str, first: First, variables: tuple[tuple[str, str], ...] = ()
+) -> tuple[tuple[tuple[str, str], ...], tuple[Check, ...]]:
+    """Per container list, a variable of the indexes of the containers `first.picks`, a validation
+    wanting it empty and the message about the first of them."""
+    out, checks = [*variables, ("nodeAgent", NODE_AGENT)], []
+    for kind in LISTS:
+        items, name = f"object.spec.{kind.field}", list_name(kind)
+        found = f"variables.{first.key}{name}"
+        out.append(
+            (
+                f"{first.key}{name}",
+                f"{present(kind.field)} ? lists.range(size({items})).filter(i, {first.picks(f'{items}[i]')}) : []",
+            )
+        )
+        c = f"{items}[{found}[0]]"
+        more, tail = first.then(c, name)
+        out += more
+        message = (
+            f"@prefix@ + {lit(rule + ' (' + kind.label + ' ' + chr(34))} + {c}.name + '\": @path@.{kind.field}[' + "
+            f"string({found}[0]) + ']' + {tail} + ')'"
+        )
+        empty = f"size({found}) == 0"
+        checks.append(Check(f"!({first.guard}) || {empty}" if first.guard else empty, message))
+    return tuple(out), tuple(checks)
+
+
 def env_checks(
     rule: str, families: tuple[EnvGrant, ...], variables: tuple[tuple[str, str], ...] = ()
 ) -> tuple[tuple[tuple[str, str], ...], tuple[Check, ...]]:
@@ -298,6 +340,12 @@ def quoted(v: str) -> str:
     return f"'\"' + {v} + '\"'"
 
 
+def described(v: str) -> str:
+    """quantity.describe of a quantity, in CEL: quoted when a string (always, from the API server,
+    which serves every Quantity as one), as written when a number (a manifest judged offline)."""
+    return f"(type({v}) == string ? '\"' + {v} + '\"' : string({v}))"
+
+
 def named(k: str, patterns: str) -> str:
     """`k` matches one of `patterns`: [name, "", "="] exact, or [prefix, suffix, "*"] (one *)."""
     return (
@@ -388,10 +436,12 @@ def _node_wide(c: str) -> str:
 
 def zero_requests(c: str) -> str:
     """gpus.zero_request, every one: [side, name] of each explicit 0 of a GPU device resource of
-    container `c`, limits first."""
+    container `c`, limits first. (A map key iterated by filter is dyn to the API server's type
+    checker, and a list literal must be of one type: string(k), or the policy fails to compile.)"""
     return " + ".join(
         f"((has({c}.resources) && has({c}.resources.{side})) ? {c}.resources.{side}.filter(k, k.contains('/') && "
-        f"{named('k', '@devices@')} && sign(quantity({c}.resources.{side}[k])) == 0).map(k, [{lit(side)}, k]) : [])"
+        f"{named('k', '@devices@')} && sign(quantity({c}.resources.{side}[k])) == 0)"
+        f".map(k, [{lit(side)}, string(k)]) : [])"
         for side in ("limits", "requests")
     )
 

@@ -105,11 +105,12 @@ MutateFn = Callable[[PodView, Policy], Changes]
 
 @dataclass(frozen=True, slots=True)
 class NativeRule:
-    """A rule's CEL twin, which the chart renders as a ValidatingAdmissionPolicy the API server runs
-    in-process (webhook.buildtime.native): no replica to lose, so it holds through the webhook's
-    outage. Written beside the rule it mirrors, from the same constants (webhook.policy.cel);
-    tests/test_native.py proves it denies every pod the rule denies (it may deny more, never
-    less), with the rule's own sentence for a pod with one finding."""
+    """A rule's CEL twin, which the chart renders into the ValidatingAdmissionPolicy of its mode
+    (one per mode and root holds every twin of that mode; webhook.buildtime.native) that the API
+    server runs in-process: no replica to lose, so it holds through the webhook's outage. Written
+    beside the rule it mirrors, from the same constants (webhook.policy.cel); tests/test_native.py
+    proves it denies every pod the rule denies (it may deny more, never less), with the rule's
+    own sentence for a pod with one finding."""
 
     variables: tuple[tuple[str, str], ...]  # (name, CEL), as variables.<name>
     checks: tuple[Check, ...]  # every one holds for a pod the rule lets through

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Final
 
 from .. import cel
-from ..cel import LISTS, Check, lit
+from ..cel import lit
 from ..gpus import source
 from ..objects import PodView
 from ..quantity import describe
@@ -54,33 +54,23 @@ def _all(e: str) -> str:
     return f"({e}.name == {lit(NAME)} && !has({e}.valueFrom) && has({e}.value) && {e}.value.matches({_ALL}))"
 
 
-def _native() -> NativeRule:
-    variables = [("nodeAgent", cel.NODE_AGENT)]
-    checks = []
-    for kind in LISTS:
-        items, name = f"object.spec.{kind.field}", cel.list_name(kind)
-        found, each = f"variables.all{name}", f"{items}[i]"
-        variables.append(
-            (
-                f"all{name}",
-                f"{cel.present(kind.field)} ? lists.range(size({items})).filter(i, has({each}.env) && "
-                f"{each}.env.exists(e, {_all('e')}) && !{cel.gets_gpu_container(each)} && "
-                f"{each}.name != ({cel.KAI_CONTAINER_NAME})) : []",
-            )
-        )
-        c = f"{items}[{found}[0]]"
-        variables.append((f"entry{name}", f"lists.range(size({c}.env)).filter(j, {_all(f'{c}.env[j]')})[0]"))
-        j = f"variables.entry{name}"
-        message = (
-            f"@prefix@ + {lit(ID + ' (' + kind.label + ' ' + chr(34))} + {c}.name + '\": @path@.{kind.field}[' + "
-            f"string({found}[0]) + '].env[' + string({j}) + '] sets {NAME}=' + {cel.quoted(f'{c}.env[{j}].value')} + "
-            f"{lit(DETAIL + '; fix: ')} + {cel.agent_lead()} + {lit(FIX)} + ')'"
-        )
-        checks.append(Check(f"size({found}) == 0", message))
-    return NativeRule(tuple(variables), tuple(checks))
+def _then(c: str, name: str) -> tuple[tuple[tuple[str, str], ...], str]:
+    j = f"variables.entry{name}"
+    tail = (
+        f"'.env[' + string({j}) + '] sets {NAME}=' + {cel.quoted(f'{c}.env[{j}].value')} + "
+        f"{lit(DETAIL + '; fix: ')} + {cel.agent_lead()} + {lit(FIX)}"
+    )
+    return ((f"entry{name}", f"lists.range(size({c}.env)).filter(j, {_all(f'{c}.env[j]')})[0]"),), tail
 
 
-NATIVE: Final = _native()
+def _picks(c: str) -> str:
+    return (
+        f"has({c}.env) && {c}.env.exists(e, {_all('e')}) && !{cel.gets_gpu_container(c)} && "
+        f"{c}.name != ({cel.KAI_CONTAINER_NAME})"
+    )
+
+
+NATIVE: Final = NativeRule(*cel.first_container_checks(ID, cel.First("all", _picks, _then)))
 
 
 RULE: Rule = Rule(

@@ -19,15 +19,25 @@ namespaces (on while this rule is); until the view has seen the namespace, gpuMa
 from __future__ import annotations
 
 import math
+from typing import Final
 
+from .. import cel
+from ..cel import Check, lit
 from ..gpus import is_device
 from ..namespaces import MAX_GPUS_LABEL, Unknown, facts, label
 from ..objects import PodView
 from ..quantity import QuantityError, parse_quantity
-from ..rule import GPU_RESOURCE, Rule
+from ..rule import GPU_RESOURCE, NativeRule, Rule
 from ..types import ContainerKind, Mode, Policy, Violation
 
 ID = "gpu-max-per-pod"
+CONFIG: Final = "gpuMaxPerPod"
+LABELLED: Final = f"the namespace's label {MAX_GPUS_LABEL}"
+NOT_WHOLE: Final = (f"gpuMaxPerPod; the namespace's {MAX_GPUS_LABEL}=\"", '" is no whole number')
+INIT: Final = "its largest init container"
+TOGETHER: Final = "its containers together"
+DETAIL: Final = (" GPU devices (", "): more than the ", " one pod may have (", ")")
+FIX: Final = ("split the work into pods of at most ", " GPUs (a distributed job), or ask the platform for more")
 
 
 def devices(view: PodView, policy: Policy) -> tuple[int, int]:
@@ -56,13 +66,13 @@ def cap(namespace: str, policy: Policy) -> tuple[int, str]:
     """The most GPU devices one pod of `namespace` may have, and what says so."""
     found = facts(namespace, policy)
     if isinstance(found, Unknown):
-        return policy.gpu_max_per_pod, "gpuMaxPerPod"
+        return policy.gpu_max_per_pod, CONFIG
     value = label(found, MAX_GPUS_LABEL)
     if value is None:
-        return policy.gpu_max_per_pod, "gpuMaxPerPod"
+        return policy.gpu_max_per_pod, CONFIG
     if value.isascii() and value.isdigit() and len(value) <= 4:
-        return int(value), f"the namespace's label {MAX_GPUS_LABEL}"
-    return policy.gpu_max_per_pod, f'gpuMaxPerPod; the namespace\'s {MAX_GPUS_LABEL}="{value}" is no whole number'
+        return int(value), LABELLED
+    return policy.gpu_max_per_pod, value.join(NOT_WHOLE)
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
@@ -72,16 +82,65 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
     limit, source = cap(view.namespace, policy)
     if total <= limit:
         return []
-    counted = "its largest init container" if init == total else "its containers together"
+    counted = INIT if init == total else TOGETHER
     return [
         Violation(
             rule=ID,
             path=f"{view.path}.containers",
-            detail=f"ask for {total} GPU devices ({counted}): more than the {limit} one pod may have ({source})",
-            fix=f"split the work into pods of at most {limit} GPUs (a distributed job), or ask the platform for more",
+            detail=f"ask for {total}{DETAIL[0]}{counted}{DETAIL[1]}{limit}{DETAIL[2]}{source}{DETAIL[3]}",
+            fix=str(limit).join(FIX),
             value=str(total),
         )
     ]
+
+
+# ---- The CEL twin (a ValidatingAdmissionPolicy): devices() and cap() over the namespace the API
+# server hands the policy (namespaceObject: its labels as they are now, where the webhook has the
+# cluster view's copy). A count is ceil(quantity): asInteger when whole, else the truncated float
+# plus one (for a huge non-whole count the float may round up to a whole number, one more: stricter).
+def _count(v: str) -> str:
+    q = f"quantity({v})"
+    return f"({q}.isInteger() ? {q}.asInteger() : int({q}.asApproximateFloat()) + 1)"
+
+
+def _devices(c: str) -> str:
+    """The GPU devices container `c` asks for: its limits when it has any, else its requests."""
+    side = (
+        f"(has({c}.resources.limits) && size({c}.resources.limits) > 0 ? {c}.resources.limits : {c}.resources.requests)"
+    )
+    return (
+        f"(has({c}.resources) && (has({c}.resources.limits) || has({c}.resources.requests)) ? "
+        f"{side}.filter(k, k.contains('/') && {cel.named('k', '@devices@')}).map(k, {_count(f'{side}[k]')}).sum() : 0)"
+    )
+
+
+def _counts(field: str) -> str:
+    return f"({cel.present(field)} ? object.spec.{field}.map(c, {_devices('c')}) : [])"
+
+
+_LABEL: Final = f"namespaceObject.metadata.labels[{lit(MAX_GPUS_LABEL)}]"
+_LABELLED: Final = f"(has(namespaceObject.metadata.labels) && {lit(MAX_GPUS_LABEL)} in namespaceObject.metadata.labels)"
+_WHOLE: Final = f"({_LABELLED} && {_LABEL}.matches('^[0-9]{{1,4}}$'))"
+NATIVE: Final = NativeRule(
+    (
+        ("nodeAgent", cel.NODE_AGENT),
+        ("regular", f"{_counts('containers')}.sum()"),
+        ("init", f"({_counts('initContainers')} + [0]).max()"),
+        ("total", "variables.init > variables.regular ? variables.init : variables.regular"),
+        ("cap", f"{_WHOLE} ? int({_LABEL}) : @maxPerPod@"),
+    ),
+    (
+        Check(
+            "variables.total <= variables.cap",
+            f"@prefix@ + {lit(ID + ' (pod: @path@.containers ask for ')} + string(variables.total) + "
+            f"{lit(DETAIL[0])} + (variables.init == variables.total ? {lit(INIT)} : {lit(TOGETHER)}) + "
+            f"{lit(DETAIL[1])} + string(variables.cap) + {lit(DETAIL[2])} + ({_WHOLE} ? {lit(LABELLED)} : "
+            f"({_LABELLED} ? {lit(NOT_WHOLE[0])} + {_LABEL} + {lit(NOT_WHOLE[1])} : {lit(CONFIG)})) + "
+            f"{lit(DETAIL[3] + '; fix: ')} + {cel.agent_lead()} + {lit(FIX[0])} + string(variables.cap) + "
+            f"{lit(FIX[1])} + ')'",
+        ),
+    ),
+)
 
 
 RULE: Rule = Rule(
@@ -94,6 +153,8 @@ RULE: Rule = Rule(
     "pod. Bigger work is a distributed job, placed together by a gang scheduler.",
     reads=("containers[*].resources", "initContainers[*].resources"),
     triggers=GPU_RESOURCE,
+    native=NATIVE,
+    webhook_only="",
     example={
         "spec": {
             "containers": [

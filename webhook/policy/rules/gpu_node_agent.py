@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Final
 
 from .. import cel
-from ..cel import LISTS, Check, lit
+from ..cel import lit
 from ..gpus import agent_account, node_agent, pinned_to_gpu_nodes, sees_no_gpu, zero_request
 from ..objects import PodView
 from ..rule import GPU_RESOURCE, NativeRule, Rule, Trigger, Where
@@ -85,39 +85,23 @@ def _flagged(c: str) -> str:
     )
 
 
-def _native() -> NativeRule:
-    variables = [
-        ("nodeAgent", cel.NODE_AGENT),
-        ("kaiContainer", cel.KAI_CONTAINER_NAME),
-        ("pinned", cel.PINNED_TO_GPU_NODES),
-    ]
-    checks = []
-    account = cel.AGENT_ACCOUNT
-    blind = f"{lit(BLIND[0])} + {account} + {lit(BLIND[1] + '; fix: ' + FIX[0])} + {account} + {lit(FIX[1])}"
-    for kind in LISTS:
-        items, name = f"object.spec.{kind.field}", cel.list_name(kind)
-        found = f"variables.agent{name}"
-        variables.append(
-            (
-                f"agent{name}",
-                f"{cel.present(kind.field)} ? lists.range(size({items})).filter(i, {_flagged(f'{items}[i]')}) : []",
-            )
-        )
-        c = f"{items}[{found}[0]]"
-        zero = f"({cel.zero_requests(c)})[0]"
-        where = (
-            f"({_agent_image(c)} ? ('image ' + {lit(IMAGE)}) : (size({cel.zero_requests(c)}) > 0 ? "
-            f"('resources.' + {zero}[0] + '[\"' + {zero}[1] + '\"] ' + {lit(ZERO)}) : ('image ' + {lit(PINNED)})))"
-        )
-        message = (
-            f"@prefix@ + {lit(ID + ' (' + kind.label + ' ' + chr(34))} + {c}.name + '\": @path@.{kind.field}[' + "
-            f"string({found}[0]) + '].' + {where} + {blind} + ')'"
-        )
-        checks.append(Check(f"!variables.nodeAgent || size({found}) == 0", message))
-    return NativeRule(tuple(variables), tuple(checks))
+def _then(c: str, _name: str) -> tuple[tuple[tuple[str, str], ...], str]:
+    account, zero = cel.AGENT_ACCOUNT, f"({cel.zero_requests(c)})[0]"
+    where = (
+        f"({_agent_image(c)} ? ('.image ' + {lit(IMAGE)}) : (size({cel.zero_requests(c)}) > 0 ? "
+        f"('.resources.' + {zero}[0] + '[\"' + {zero}[1] + '\"] ' + {lit(ZERO)}) : ('.image ' + {lit(PINNED)})))"
+    )
+    tail = f"{where} + {lit(BLIND[0])} + {account} + {lit(BLIND[1] + '; fix: ' + FIX[0])} + {account} + {lit(FIX[1])}"
+    return (), tail
 
 
-NATIVE: Final = _native()
+NATIVE: Final = NativeRule(
+    *cel.first_container_checks(
+        ID,
+        cel.First("agent", _flagged, _then, guard="variables.nodeAgent"),
+        (("kaiContainer", cel.KAI_CONTAINER_NAME), ("pinned", cel.PINNED_TO_GPU_NODES)),
+    )
+)
 
 
 RULE: Rule = Rule(
@@ -147,7 +131,18 @@ RULE: Rule = Rule(
     native=NATIVE,
     webhook_only="",
     example={
-        "metadata": {"namespace": "monitoring", "ownerReferences": [{"kind": "DaemonSet", "controller": True}]},
+        "metadata": {
+            "namespace": "monitoring",
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "DaemonSet",
+                    "name": "dcgm-exporter",
+                    "uid": "6f1c2d4e-9a3b-4c5d-8e7f-0a1b2c3d4e5f",
+                    "controller": True,
+                }
+            ],
+        },
         "spec": {
             "serviceAccountName": "dcgm-exporter",
             "containers": [{"name": "exporter", "image": "nvcr.io/nvidia/k8s/dcgm-exporter:4.2.3-4.1.3-ubuntu22.04"}],

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Final
 
 from .. import cel
-from ..cel import LISTS, Check, lit
+from ..cel import lit
 from ..gpus import agent_account, node_wide
 from ..objects import PodView
 from ..quantity import describe
@@ -83,33 +83,21 @@ def _wide(c: str) -> str:
     )
 
 
-def _native() -> NativeRule:
-    variables: list[tuple[str, str]] = []
-    checks = []
-    for kind in LISTS:
-        items, name = f"object.spec.{kind.field}", cel.list_name(kind)
-        found = f"variables.wide{name}"
-        variables.append(
-            (
-                f"wide{name}",
-                f"{cel.present(kind.field)} ? "
-                f"lists.range(size({items})).filter(i, size({_wide(f'{items}[i]')}) > 0) : []",
-            )
-        )
-        c = f"{items}[{found}[0]]"
-        variables.append((f"first{name}", f"({_wide(c)})[0]"))
-        side, resource = f"variables.first{name}[0]", f"variables.first{name}[1]"
-        message = (
-            f"@prefix@ + {lit(ID + ' (' + kind.label + ' ' + chr(34))} + {c}.name + '\": @path@.{kind.field}[' + "
-            f"string({found}[0]) + '].resources.' + {side} + '[\"' + {resource} + '\"] ' + {lit(DETAIL[0])} + "
-            f"{resource} + {lit(DETAIL[1])} + {_VENDOR}[{resource}] + {lit(DETAIL[2] + '; fix: ' + FIX[0])} + "
-            f"{cel.AGENT_ACCOUNT} + {lit(FIX[1])} + {_COUNTABLE}[{resource}] + ')'"
-        )
-        checks.append(Check(f"size({found}) == 0", message))
-    return NativeRule(tuple(variables), tuple(checks))
+def _then(c: str, name: str) -> tuple[tuple[tuple[str, str], ...], str]:
+    side, resource = f"variables.first{name}[0]", f"variables.first{name}[1]"
+    tail = (
+        f"'.resources.' + {side} + '[\"' + {resource} + '\"] ' + {lit(DETAIL[0])} + "
+        f"{resource} + {lit(DETAIL[1])} + {_VENDOR}[{resource}] + {lit(DETAIL[2] + '; fix: ' + FIX[0])} + "
+        f"{cel.AGENT_ACCOUNT} + {lit(FIX[1])} + {_COUNTABLE}[{resource}]"
+    )
+    return ((f"first{name}", f"({_wide(c)})[0]"),), tail
 
 
-NATIVE: Final = _native()
+def _picks(c: str) -> str:
+    return f"size({_wide(c)}) > 0"
+
+
+NATIVE: Final = NativeRule(*cel.first_container_checks(ID, cel.First("wide", _picks, _then)))
 
 
 RULE: Rule = Rule(

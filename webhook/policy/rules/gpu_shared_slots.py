@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Final
 
 from .. import cel
-from ..cel import LISTS, Check, lit
+from ..cel import lit
 from ..gpus import is_shared
 from ..objects import PodView
 from ..quantity import QuantityError, describe, parse_quantity
@@ -75,33 +75,20 @@ def _over(c: str) -> str:
     )
 
 
-def _native() -> NativeRule:
-    variables = [("nodeAgent", cel.NODE_AGENT)]
-    checks = []
-    for kind in LISTS:
-        items, name = f"object.spec.{kind.field}", cel.list_name(kind)
-        found, each = f"variables.over{name}", f"{items}[i]"
-        variables.append(
-            (
-                f"over{name}",
-                f"{cel.present(kind.field)} ? lists.range(size({items})).filter(i, has({each}.resources) && "
-                f"size({_over(each)}) > 0) : []",
-            )
-        )
-        c = f"{items}[{found}[0]]"
-        variables.append((f"shared{name}", f"{_over(c)}[0]"))
-        k = f"variables.shared{name}"
-        message = (
-            f"@prefix@ + {lit(ID + ' (' + kind.label + ' ' + chr(34))} + {c}.name + '\": @path@.{kind.field}[' + "
-            f"string({found}[0]) + '].resources.' + {_side(c)} + '[\"' + {k} + '\"] is ' + "
-            f"{cel.quoted(f'{_values(c)}[{k}]')} + {lit(DETAIL + '; fix: ')} + {cel.agent_lead()} + "
-            f"{lit(FIX[0])} + {k} + {lit(FIX[1])} + ')'"
-        )
-        checks.append(Check(f"size({found}) == 0", message))
-    return NativeRule(tuple(variables), tuple(checks))
+def _then(c: str, name: str) -> tuple[tuple[tuple[str, str], ...], str]:
+    k = f"variables.shared{name}"
+    tail = (
+        f"'.resources.' + {_side(c)} + '[\"' + {k} + '\"] is ' + {cel.described(f'{_values(c)}[{k}]')} + "
+        f"{lit(DETAIL + '; fix: ')} + {cel.agent_lead()} + {lit(FIX[0])} + {k} + {lit(FIX[1])}"
+    )
+    return ((f"shared{name}", f"{_over(c)}[0]"),), tail
 
 
-NATIVE: Final = _native()
+def _picks(c: str) -> str:
+    return f"has({c}.resources) && size({_over(c)}) > 0"
+
+
+NATIVE: Final = NativeRule(*cel.first_container_checks(ID, cel.First("over", _picks, _then)))
 
 
 RULE: Rule = Rule(
