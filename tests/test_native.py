@@ -73,6 +73,13 @@ def test_the_kubernetes_cel_functions_added_to_cel_python_behave_as_documented()
     assert run("lists.range(4)") == [0, 1, 2, 3]  # cel-go ext/lists: "lists.range(4) // returns [0, 1, 2, 3]"
     assert run("lists.range(0)") == []
     assert [run(f"sign(quantity('{q}'))") for q in ("1.5G", "0", "0.0", "-1m", "500m", "0Ki")] == [1, 0, 0, -1, 1, 0]
+    # && and || stop at a decisive left operand (cel-go does; cel-python evaluated both sides), and
+    # keep CEL's commutative error absorption: an error on one side, a decisive other side.
+    assert run("false && 1 / 0 == 1") is False and run("true || 1 / 0 == 1") is True
+    assert run("1 / 0 == 1 || true") is True and run("1 / 0 == 1 && false") is False
+    assert run("true && false") is False and run("false || true") is True
+    with pytest.raises(Exception, match=r"divide by zero|division"):
+        run("1 / 0 == 1 && true")
     # The Kubernetes CEL docs: quantity("50k").compareTo(quantity("50M")) == -1, and equal values of
     # other spellings compare as 0.
     assert run("quantity('50k').compareTo(quantity('50M'))") == -1

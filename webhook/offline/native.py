@@ -25,6 +25,7 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any, Final
 
 from ..admission import Outcome
@@ -111,7 +112,42 @@ def _celpy() -> Any:
     # per container list, && chains per resource side): Python's default 1000 frames can run out
     # inside a deep caller (a Hypothesis test did, now and then).
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    _short_circuit(celpy)
     return celpy
+
+
+def _short_circuit(celpy: Any) -> None:
+    """Make cel-python's `&&` and `||` stop at a decisive left operand, as cel-go does: cel-python
+    evaluates both sides always (a twin's guarded right side, every container's filter, ran for
+    every pod: most of the time the tests spent). The result is CEL's either way: `false && x` is
+    false and `true || x` is true whatever x is, an error included; any other left operand is
+    combined with the right one by cel-python's own function, errors absorbed as before."""
+    from celpy import celtypes
+    from celpy.evaluation import CELEvalError, Evaluator
+
+    if getattr(Evaluator, "_gpu_policy_short_circuit", False):
+        return
+
+    def logical(op: str, decisive: bool) -> Callable[[Any, Any], Any]:
+        def evaluate(self: Any, tree: Any) -> Any:
+            if len(tree.children) != 2:
+                return self.visit_children(tree)[0]
+            left = self.visit(tree.children[0])
+            if isinstance(left, celtypes.BoolType) and bool(left) is decisive:
+                return left
+            right = self.visit(tree.children[1])
+            try:
+                return self.activation.resolve_function(op)(left, right)
+            except TypeError as ex:
+                value = CELEvalError(f"found no matching overload for {op}", ex.__class__, ex.args, tree=tree)
+                value.__cause__ = ex
+                return value
+
+        return evaluate
+
+    setattr(Evaluator, "conditionalor", logical("_||_", True))  # noqa: B010 (a method replaced on purpose)
+    setattr(Evaluator, "conditionaland", logical("_&&_", False))  # noqa: B010
+    setattr(Evaluator, "_gpu_policy_short_circuit", True)  # noqa: B010
 
 
 def environment() -> tuple[Any, dict[str, Any]]:
@@ -281,8 +317,21 @@ def _lazy(variables: list[tuple[str, Any]], activation: dict[str, Any]) -> Any:
 
 
 def _program() -> Callable[[str], Any]:
-    env, functions = environment()
-    return lambda cel: env.program(env.compile(cel), functions=functions)
+    return _compiled
+
+
+@lru_cache(maxsize=8192)
+def _compiled(cel: str) -> Any:
+    """One program per CEL text: parsing is most of what compiling costs cel-python, and the
+    policies of two configs share nearly every expression. A program keeps no state between
+    evaluations (each gets its activation), so one serves every policy holding the text."""
+    env, functions = _environment()
+    return env.program(env.compile(cel), functions=functions)
+
+
+@lru_cache(maxsize=1)
+def _environment() -> tuple[Any, dict[str, Any]]:
+    return environment()
 
 
 def namespace_object(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
