@@ -190,12 +190,12 @@ class First:
 
 
 def first_container_checks(
-    rule: str, first: First, variables: tuple[tuple[str, str], ...] = ()
+    rule: str, first: First, variables: tuple[tuple[str, str], ...] = (), kinds: tuple[ContainerKind, ...] = LISTS
 ) -> tuple[tuple[tuple[str, str], ...], tuple[Check, ...]]:
-    """Per container list, a variable of the indexes of the containers `first.picks`, a validation
-    wanting it empty and the message about the first of them."""
+    """Per container list (of `kinds`), a variable of the indexes of the containers `first.picks`,
+    a validation wanting it empty and the message about the first of them."""
     out, checks = [*variables, ("nodeAgent", NODE_AGENT)], []
-    for kind in LISTS:
+    for kind in kinds:
         items, name = f"object.spec.{kind.field}", list_name(kind)
         found = f"variables.{first.key}{name}"
         out.append(
@@ -307,32 +307,31 @@ def env_from_checks(rule: str, how: EnvFromOpen) -> tuple[tuple[tuple[str, str],
     def open_(c: str, f: str, kind: ContainerKind, i: str) -> str:
         return f"(size({how.reaches(c, _prefix(f))}) > 0 && !{kai_env_from(c, f, kind, i)})"
 
-    variables = [("nodeAgent", NODE_AGENT), ("kaiContainer", KAI_CONTAINER_NAME)]
-    checks = []
-    for kind in LISTS:
-        items, name = f"object.spec.{kind.field}", list_name(kind)
-        found, each = f"variables.from{name}", f"{items}[i]"
-        variables.append(
-            (
-                f"from{name}",
-                f"{present(kind.field)} ? lists.range(size({items})).filter(i, has({each}.envFrom) && "
-                f"{how.gate(each)} && {each}.envFrom.exists(f, {open_(each, 'f', kind, 'i')})) : []",
+    def picks(kind: ContainerKind) -> Callable[[str], str]:
+        return lambda c: f"has({c}.envFrom) && {how.gate(c)} && {c}.envFrom.exists(f, {open_(c, 'f', kind, 'i')})"
+
+    def then(kind: ContainerKind) -> Callable[[str, str], tuple[tuple[tuple[str, str], ...], str]]:
+        def after(c: str, name: str) -> tuple[tuple[tuple[str, str], ...], str]:
+            i = f"variables.from{name}[0]"  # the first container's index in its list
+            j = f"variables.item{name}"
+            f = f"{c}.envFrom[{j}]"
+            tail = (
+                f"'.envFrom[' + string({j}) + '] ' + {_loads(f)} + ': a key there becomes ' + "
+                f"({how.reaches(c, _prefix(f))}).join(' or ') + {lit(how.detail + '; fix: ')} + {agent_lead()} + "
+                f"{lit(how.fix[0] + 'envFrom[')} + string({j}) + {lit(']' + how.fix[1])}"
             )
-        )
-        c, i = f"{items}[{found}[0]]", f"{found}[0]"
-        variables.append(
-            (f"item{name}", f"lists.range(size({c}.envFrom)).filter(j, {open_(c, f'{c}.envFrom[j]', kind, i)})[0]")
-        )
-        j = f"variables.item{name}"
-        f = f"{c}.envFrom[{j}]"
-        message = (
-            f"@prefix@ + {lit(rule + ' (' + kind.label + ' ' + chr(34))} + {c}.name + '\": @path@.{kind.field}[' + "
-            f"string({i}) + '].envFrom[' + string({j}) + '] ' + {_loads(f)} + ': a key there becomes ' + "
-            f"({how.reaches(c, _prefix(f))}).join(' or ') + {lit(how.detail + '; fix: ')} + {agent_lead()} + "
-            f"{lit(how.fix[0] + 'envFrom[')} + string({j}) + {lit(']' + how.fix[1])} + ')'"
-        )
-        checks.append(Check(f"size({found}) == 0", message))
-    return tuple(variables), tuple(checks)
+            item = f"lists.range(size({c}.envFrom)).filter(j, {open_(c, f'{c}.envFrom[j]', kind, i)})[0]"
+            return ((f"item{name}", item),), tail
+
+        return after
+
+    variables: list[tuple[str, str]] = [("kaiContainer", KAI_CONTAINER_NAME)]
+    checks: list[Check] = []
+    for kind in LISTS:  # one list at a time: the KAI exemption's index depends on the list's kind
+        out, found = first_container_checks(rule, First("from", picks(kind), then(kind)), (), (kind,))
+        variables += [v for v in out if v[0] != "nodeAgent"]
+        checks += found
+    return (*variables, ("nodeAgent", NODE_AGENT)), tuple(checks)
 
 
 def quoted(v: str) -> str:
