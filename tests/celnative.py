@@ -50,7 +50,7 @@ def compile_validations(
     lists its rules in the order of their validations, and a rule's variables carry its scope, so
     each rule's part is its own policy here (the API server evaluates variables lazily, so the
     parts are judged exactly as the whole)."""
-    from webhook.buildtime.native import scope_of
+    from webhook.buildtime.native import SHARED, scope_of
     from webhook.policy import RULES
 
     docs = render({"enforcement": "both", **values}, kube_version="1.36.0", tmp=tmp)
@@ -73,7 +73,9 @@ def compile_validations(
         for rule in d["metadata"]["annotations"]["gpu-policy.io/rules"].split(","):
             own, validations = validations[: checks[rule]], validations[checks[rule] :]
             variables = [
-                (v["name"], v["expression"]) for v in spec["variables"] if v["name"].startswith(scope_of(rule))
+                (v["name"], v["expression"])
+                for v in spec["variables"]
+                if v["name"].startswith((scope_of(rule), SHARED))  # what it does not read is never evaluated
             ]
             out[rule] = (ValidatingPolicy.compile(rule, conditions, variables, own), actions[name])
         assert validations == [], (name, "validations left over")

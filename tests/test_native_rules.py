@@ -629,9 +629,11 @@ def test_the_controller_owned_twin_judges_pods_as_the_webhook(config: dict[str, 
 def test_one_policy_per_mode_and_root_holds_every_twin_of_that_mode(tmp_path: Path) -> None:
     """A policy costs a pod create about a millisecond in the API server whatever it holds, so the
     chart installs one per mode and root, not one per rule; its annotation lists its rules (the
-    order of their validations) and each rule's variables are scoped to it."""
-    from webhook.buildtime.native import scope_of
+    order of their validations) and each rule's variables are scoped to it, but for those several of
+    its rules define alike (the API server evaluates each variable once)."""
+    from webhook.buildtime.native import SHARED, scope_of, shared_variables
 
+    twins = [(r.id, r.native) for r in RULES if r.native is not None]
     modes = {"driver-capabilities-non-gpu": "audit", "no-device-grant-env": "warn"}
     docs = render({"enforcement": "both", "policy": {"rules": modes}}, kube_version="1.36.0", tmp=tmp_path)
     assert isinstance(docs, list)
@@ -650,7 +652,18 @@ def test_one_policy_per_mode_and_root_holds_every_twin_of_that_mode(tmp_path: Pa
         assert all(modes.get(r, {x.id: x.default_mode.value for x in RULES}[r]) == mode for r in rules), (name, rules)
         assert bindings[name]["spec"]["validationActions"] == [mode.capitalize()]
         names = [v["name"] for v in vap["spec"]["variables"]]
-        assert len(names) == len(set(names)) and all(any(n.startswith(scope_of(r)) for r in rules) for n in names)
+        assert len(names) == len(set(names)) and all(
+            n.startswith(SHARED) or any(n.startswith(scope_of(r)) for r in rules) for n in names
+        )
+        # What two of its rules define alike is defined once, before the rules' own variables;
+        # only what one of its rules reads.
+        shared = [n for n in names if n.startswith(SHARED)]
+        assert names[: len(shared)] == shared
+        wanted = {x for r in rules for x in shared_variables(twins)[0][r].values()}
+        assert set(shared) == wanted, (name, shared, wanted)
+    # The deny policy on Pods holds thirteen twins reading one node-agent test: defined once.
+    deny = [v["name"] for v in on_pods["gpu-policy-rules-deny"]["spec"]["variables"]]
+    assert "shared_nodeAgent" in deny and not [n for n in deny if n.endswith("_nodeAgent") and n != "shared_nodeAgent"]
     assert "no-device-grant-env" in on_pods["gpu-policy-rules-warn"]["metadata"]["annotations"]["gpu-policy.io/rules"]
 
 

@@ -17,6 +17,7 @@ from typing import Final
 
 from ..policy.cel import Root
 from ..policy.engine import DENY_PREFIX, WARN_PREFIX
+from ..policy.rule import NativeRule
 from ..policy.vendors import NVIDIA, OTHERS, Vendor
 
 
@@ -111,20 +112,68 @@ def _resource_rules(root: Root) -> str:
     )
 
 
-def scoped(rule: str, variables: tuple[tuple[str, str], ...], cel: str) -> str:
-    """A twin's CEL with its variables renamed into the rule's own scope (`no_privileged_gpu_gpuPod`):
-    the chart installs every twin of one mode in one ValidatingAdmissionPolicy, whose variables
-    share one namespace."""
+SHARED: Final = "shared_"  # the scope of the variables several twins define alike (shared_variables)
+
+
+def scoped(rule: str, variables: tuple[tuple[str, str], ...], cel: str, shared: dict[str, str] | None = None) -> str:
+    """A twin's CEL with its variables renamed into the rule's own scope (`no_privileged_gpu_gpuPod`),
+    or to the shared variable it is one of (`shared`: its name to the shared one's): the chart
+    installs every twin of one mode in one ValidatingAdmissionPolicy, whose variables share one
+    namespace."""
     names = [name for name, _ in variables]
     if not names:
         return cel
-    prefix = rule.replace("-", "_") + "_"
-    return re.sub(r"\bvariables\.(" + "|".join(map(re.escape, names)) + r")\b", rf"variables.{prefix}\1", cel)
+    target = {name: (shared or {}).get(name, scope_of(rule) + name) for name in names}
+    return re.sub(
+        r"\bvariables\.(" + "|".join(map(re.escape, names)) + r")\b", lambda m: f"variables.{target[m[1]]}", cel
+    )
 
 
 def scope_of(rule: str) -> str:
     """The prefix of a rule's variables in the shared policy (scoped)."""
     return rule.replace("-", "_") + "_"
+
+
+def _references(cel: str) -> set[str]:
+    return set(re.findall(r"\bvariables\.(\w+)", cel))
+
+
+def shared_variables(twins: list[tuple[str, NativeRule]]) -> tuple[dict[str, dict[str, str]], list[tuple[str, str]]]:
+    """The variables two or more twins define alike (the same name and CEL, and reading only
+    variables that are shared too), defined once per policy: per rule id its names to the shared
+    ones', and the shared ones in an order where each follows what it reads. Why: the API server
+    evaluates a policy's variables once each, by name; thirteen twins define the same 5 kB
+    `nodeAgent`, and as thirteen scoped copies one policy evaluated it up to thirteen times."""
+    count: dict[tuple[str, str], int] = {}
+    for _, twin in twins:
+        for pair in twin.variables:
+            count[pair] = count.get(pair, 0) + 1
+    alike = {pair for pair, n in count.items() if n > 1}
+    while True:  # drop what reads a variable that is not shared, until nothing changes
+        kept = set()
+        for _, twin in twins:
+            mine = dict(twin.variables)
+            kept |= {
+                (n, t)
+                for n, t in twin.variables
+                if (n, t) in alike and all((r, mine.get(r)) in alike for r in _references(t) if r in mine)
+            }
+        if kept == alike:
+            break
+        alike = kept
+    named: dict[tuple[str, str], str] = {}
+    order: list[tuple[str, str]] = []
+    for rule, twin in twins:
+        mine = dict(twin.variables)
+        for name, text in twin.variables:
+            pair = (name, text)
+            if pair in alike and pair not in named:
+                taken = sum(1 for n, _ in named if n == name)
+                named[pair] = f"{SHARED}{name}" + (f"_{taken + 1}" if taken else "")
+                renames = {n: named[(n, mine[n])] for n in _references(text) if n in mine}
+                order.append((named[pair], scoped(rule, twin.variables, text, renames)))
+    per_rule = {rule: {n: named[(n, t)] for n, t in twin.variables if (n, t) in named} for rule, twin in twins}
+    return per_rule, order
 
 
 def _rules() -> str:
@@ -139,8 +188,9 @@ def _rules() -> str:
     from ..policy.cel import ACTIONS, EXEMPTIONS, NOT_DELETING, ROOTS, rooted
 
     twins = [r for r in RULES if r.native is not None]
-    scopes = [scope_of(r.id) for r in twins]
+    scopes = [SHARED] + [scope_of(r.id) for r in twins]
     assert not [(a, b) for a in scopes for b in scopes if a != b and b.startswith(a)], "a scope is another's prefix"
+    shared, order = shared_variables([(r.id, r.native) for r in twins if r.native is not None])
     actions = " ".join(f'"{mode}" "{action}"' for mode, action in ACTIONS.items())
     out = (
         "{{/* The rules with a CEL twin: in enforcement both or native, one ValidatingAdmissionPolicy per mode "
@@ -163,9 +213,26 @@ def _rules() -> str:
         for name, cel in conditions:
             lines += [f"  - name: {name}", f"    expression: {_block(helm(cel), 6)}"]
         out += "\n".join([*lines, "{{- end -}}", ""]) + "\n"
+    out += (
+        "{{/* The variables several twins define alike, defined once in a policy that holds any of them: "
+        "the API server evaluates each variable once. */}}\n"
+        f'{{{{- define "gpu-policy.nativeSharedNames" -}}}}{" ".join(n for n, _ in order)}{{{{- end -}}}}\n\n'
+    )
+    for name, text in order:
+        for root in ROOTS:
+            out += (
+                f'{{{{- define "gpu-policy.nativeShared.{name}.{root.name}" -}}}}\n{{{{- $p := .Values.policy -}}}}\n'
+                f"- name: {name}\n  expression: {_block(helm(rooted(text, root)), 6)}\n{{{{- end -}}}}\n"
+            )
+        out += "\n"
     for r in twins:
         assert r.native is not None
         twin = r.native
+        mine = shared[r.id]
+        out += (
+            f'{{{{- define "gpu-policy.nativeSharedOf.{r.id}" -}}}}{" ".join(sorted(set(mine.values())))}'
+            "{{- end -}}\n\n"
+        )
         roots = ROOTS[:1] if twin.pods_only else ROOTS
         names = " ".join(root.name for root in roots)
         out += (
@@ -175,9 +242,13 @@ def _rules() -> str:
         prefix = scope_of(r.id)
 
         def block(
-            text: str, root: Root, rule: str = r.id, variables: tuple[tuple[str, str], ...] = twin.variables
+            text: str,
+            root: Root,
+            rule: str = r.id,
+            variables: tuple[tuple[str, str], ...] = twin.variables,
+            renames: dict[str, str] = mine,
         ) -> str:
-            return _block(helm(rooted(scoped(rule, variables, text), root)), 6)
+            return _block(helm(rooted(scoped(rule, variables, text, renames), root)), 6)
 
         for root in roots:
             lines = [
@@ -186,7 +257,8 @@ def _rules() -> str:
                 "{{- $p := .Values.policy -}}",
             ]
             for name, text in twin.variables:
-                lines += [f"- name: {prefix}{name}", f"  expression: {block(text, root)}"]
+                if name not in mine:
+                    lines += [f"- name: {prefix}{name}", f"  expression: {block(text, root)}"]
             lines += ["{{- end -}}", f'{{{{- define "gpu-policy.nativeValidations.{r.id}.{root.name}" -}}}}']
             lines.append("{{- $p := .Values.policy -}}")
             for check in twin.checks:
