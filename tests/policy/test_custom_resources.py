@@ -124,6 +124,9 @@ def test_custom_resources_config_errors() -> None:
                     {"group": "a", "kind": "B", "template": ["x"]},
                     {"kind": "C", "templates": ["spec..x"]},
                     {"kind": "D", "containers": []},
+                    # A Pod's paths would replace the Pod itself: a platform typo must not leave
+                    # every Pod judged at a path it does not have (nothing found: allowed).
+                    {"group": "", "kind": "Pod", "podSpecs": ["spec.template.spec"]},
                 ]
             },
             environ={},
@@ -133,6 +136,7 @@ def test_custom_resources_config_errors() -> None:
         "customResources[0]: needs templates, podSpecs or containers (paths such as spec.tasks[*].template)",
         "customResources[1].templates[0]: 'spec..x' is not a template path such as spec.tasks[*].template",
         "customResources[2].containers: must be a non-empty list of paths such as spec.tasks[*].template",
+        "customResources[3]: a Pod is judged as itself (every container of its spec); it takes no paths",
     ]
 
 

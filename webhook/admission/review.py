@@ -8,7 +8,7 @@ builds on it (and turns an Outcome into a response with these constructors).
 
 from __future__ import annotations
 
-import base64
+import binascii
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -209,7 +209,7 @@ def allowed(
         # Only a non-empty patch is sent: an empty JSONPatch still makes the API server
         # re-decode and re-default the object for nothing.
         response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(dumps(list(patch))).decode("ascii")
+        response["patch"] = binascii.b2a_base64(dumps(list(patch)), newline=False).decode("ascii")
     if warnings:
         response["warnings"] = cap_warnings(warnings)
     if audit:

@@ -138,7 +138,9 @@ def custom_resources(value: list[Any], problems: list[str]) -> dict[tuple[str, s
             found[key] = tuple(paths)
         if not any(key in item for key in shapes):
             problems.append(f"{where}: needs templates, podSpecs or containers (paths such as spec.tasks[*].template)")
-        if isinstance(group, str) and isinstance(kind, str) and kind:
+        if (group, kind) == ("", "Pod"):
+            problems.append(f"{where}: a Pod is judged as itself (every container of its spec); it takes no paths")
+        elif isinstance(group, str) and isinstance(kind, str) and kind:
             out[(group, kind)] = Templates(
                 found.get("templates", ()),
                 pod_specs=found.get("podSpecs", ()),

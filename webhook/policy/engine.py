@@ -13,7 +13,7 @@ from typing import Any, Final
 from .gpus import AGENT_EXEMPTS, AGENT_LEAD, agent_account, is_companion, is_device, node_agent
 from .mutations import isolate_non_gpu
 from .nodes import view_of_nodes
-from .objects import PodView, build_views, find_templates
+from .objects import PodView, build_pod_view, build_views, find_templates
 from .patch import join
 from .registry import MUTATIONS, OBJECT_RULES, RULES, check_pod
 from .rule import ObjectRule, Rule
@@ -46,10 +46,8 @@ def pod_views(obj: Any, group: str, kind: str, policy: Policy, namespace: str = 
 
 
 def pod_view(obj: Any, policy: Policy, namespace: str = "") -> PodView:
-    """The view of a Pod."""
-    found = pod_views(obj, "", "Pod", policy, namespace)
-    assert found is not None and len(found) == 1
-    return found[0]
+    """The view of a Pod (a Pod's one template is itself: nothing to look for)."""
+    return build_pod_view(obj, policy, namespace)
 
 
 def plan(policy: Policy) -> Plan:
@@ -190,6 +188,9 @@ def find_violations(obj: Any, group: str, kind: str, policy: Policy, namespace: 
         if not isinstance(obj, dict):
             raise ShapeError("object", "must be an object")
         return [v for r in object_rules if policy.mode(r.id) is not Mode.OFF for v in r.check(obj, policy)]
+    if kind == "Pod" and not group:
+        pod = build_pod_view(obj, policy, namespace)
+        return [] if exempt(pod, policy) else pod_violations(pod, policy)
     pods = pod_views(obj, group, kind, policy, namespace)
     if pods is None:
         return None

@@ -385,6 +385,8 @@ def node_wide(c: Container, policy: Policy) -> tuple[str, str, Vendor] | None:
     a vendor that is on (Intel's gpu.intel.com/monitoring), or None."""
     for side, values in (("limits", c.limits), ("requests", c.requests)):
         for name, value in (values or {}).items():
+            if "/" not in name:
+                continue  # cpu, memory: the common case
             for vendor in policy.vendors:
                 if name in vendor.node_wide and _nonzero(value):
                     return side, name, vendor

@@ -187,12 +187,7 @@ def build_views(
     """A view of every pod template `templates` finds in `obj` (one for a Pod or a Deployment).
 
     `namespace` is the request's; "" reads the object's metadata.namespace (offline files)."""
-    if not isinstance(obj, dict):
-        raise ShapeError("object", f"must be an object, got {type_name(obj)}")
-    if not namespace:
-        meta = obj.get("metadata")
-        found = meta.get("namespace") if isinstance(meta, dict) else None
-        namespace = found if isinstance(found, str) else ""
+    namespace = _namespace(obj, namespace)
     views: list[PodView] = []
     held = 0  # MAX_CONTAINERS over every view: each counts one besides its containers
     for keys, shape in _candidates(obj, templates):
@@ -204,6 +199,28 @@ def build_views(
         if len(views) > 1 and held > MAX_CONTAINERS:
             raise too_large(view.path or "object", f"{held} containers and pod templates", MAX_CONTAINERS)
     return views
+
+
+def build_pod_view(obj: Any, policy: Policy, namespace: str = "") -> PodView:
+    """The view of a Pod: build_views for the one template a Pod is (itself), without looking
+    for it (the mutating webhook's every review is a Pod)."""
+    return build_view(_namespace_checked(obj), (), policy, "Pod", _namespace(obj, namespace))
+
+
+def _namespace_checked(obj: Any) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise ShapeError("object", f"must be an object, got {type_name(obj)}")
+    return obj
+
+
+def _namespace(obj: Any, namespace: str) -> str:
+    """The request's namespace, else (offline files: "") the object's metadata.namespace."""
+    _namespace_checked(obj)
+    if namespace:
+        return namespace
+    meta = obj.get("metadata")
+    found = meta.get("namespace") if isinstance(meta, dict) else None
+    return found if isinstance(found, str) else ""
 
 
 def _candidates(obj: dict[str, Any], templates: Templates) -> Iterator[tuple[tuple[Key, ...], Shape]]:

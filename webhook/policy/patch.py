@@ -33,6 +33,9 @@ def join(ops: list[Op], more: list[Op]) -> None:
     then isolation's AMD_VISIBLE_DEVICES=none in the same GPU container). The later create would
     replace the earlier list; it becomes appends instead, in order. One pass over each list: a pod
     of a thousand containers makes a patch of thousands of ops."""
+    if not ops or not more:  # the first mutation with ops, or one without: nothing to reconcile
+        ops.extend(more)
+        return
     created = {o["path"] for o in ops if o["op"] == "add" and o["path"].endswith("/env")}
     for op in more:
         path = op["path"]

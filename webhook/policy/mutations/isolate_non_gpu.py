@@ -25,7 +25,7 @@ from ..gpus import (
     plugin_env_gpu,
     vendor_isolated,
 )
-from ..nvidia import IMEX_CHANNELS, VISIBLE_DEVICES, prefix_reaches
+from ..nvidia import IMEX_CHANNELS, VISIBLE_DEVICES
 from ..objects import PodView
 from ..patch import Op, append_env
 from ..rule import EVERY_POD, Mutation, NativeMutation
@@ -69,7 +69,7 @@ def _imex_open(c: Container, view: PodView, policy: Policy) -> bool:
         return False
     if plugin_env_gpu(c, view, policy):
         return False
-    return any(IMEX_CHANNELS in prefix_reaches(prefix) for _, _, prefix in c.env_from)
+    return any(IMEX_CHANNELS.startswith(prefix) for _, _, prefix in c.env_from)  # nvidia.prefix_reaches
 
 
 def _changes(view: PodView, policy: Policy, skip: Collection[str] = (), only_ephemeral: bool = False) -> Changes:
