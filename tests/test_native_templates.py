@@ -23,7 +23,7 @@ from tests.test_native_rules import EDGE, ON_TEMPLATES, Cache, Compiled, agree, 
 from webhook.admission import validate
 from webhook.admission.review import parse
 from webhook.config import from_mapping
-from webhook.policy import Mode
+from webhook.policy import RULES, Mode
 
 
 @pytest.fixture(scope="module")
@@ -118,13 +118,15 @@ def as_template(p: dict[str, Any], kind: str) -> dict[str, Any]:
     return obj
 
 
-def agree_on_template(compiled: dict[str, Compiled], obj: dict[str, Any]) -> set[str]:
+def agree_on_template(
+    compiled: dict[str, Compiled], obj: dict[str, Any], config: dict[str, Any] | None = None
+) -> set[str]:
     """A controller's template: its root's policies fail exactly where the webhook's /validate of
-    the controller finds the twinned rules violated; one finding, one sentence."""
+    the controller (with `config`) finds the twinned rules violated; one finding, one sentence."""
     root = _template_root(obj["kind"])
     obj = served(obj)
     namespace = obj.get("metadata", {}).get("namespace") or "ml"
-    policy = from_mapping({"clusterVersion": "1.36"}, environ={}).policy
+    policy = from_mapping({"clusterVersion": "1.36", **(config or {})}, environ={}).policy
     outcome = validate(parse(ApiServer.build(obj, namespace=namespace, user="alice")), policy)
     found = [v for vs in outcome.verdict.by_mode.values() for v in vs] if outcome.verdict else []
     vaps = compiled[root.name]
@@ -135,6 +137,9 @@ def agree_on_template(compiled: dict[str, Compiled], obj: dict[str, Any]) -> set
     denied = outcome.verdict.of(Mode.DENY) if outcome.verdict else []
     if len(denied) == 1 and denied[0].rule in vaps:
         assert outcome.message.endswith(failures[denied[0].rule][0].split("GPU policy: ", 1)[1]), obj
+    for v in found:  # a warn rule alone in its container list: the same sentence
+        if v.rule in native and len([x for x in found if x.rule == v.rule]) == 1:
+            assert failures[v.rule][0].split("GPU policy: ", 1)[1] == v.describe(), (obj["kind"], failures[v.rule])
     return native
 
 
@@ -178,3 +183,55 @@ def test_a_template_policy_lets_a_deleting_controller_go(on_templates: dict[str,
     assert vap.failures(bad, request("ml", "alice", "UPDATE"))
     bad["metadata"]["deletionTimestamp"] = "2026-12-02T10:00:00Z"
     assert vap.failures(bad, request("ml", "alice", "UPDATE")) == []
+
+
+def test_the_job_deadline_twin_judges_the_templates_in_a_job_spec(tmp_path: Path) -> None:
+    """gpu-job-deadline's twin (turned on as warn) is in the spec.template policy, where it judges
+    Jobs only, and in the CronJobs' policy; not in the Pods' or PodTemplates'. Jobs and CronJobs
+    with a GPU and no deadline, a deadline on the JobSpec or on the pod spec, a DRA claim, a CPU
+    job, a node agent (its fix leads with the exemption) and a Deployment with a GPU: the webhook's
+    verdicts, with the same sentence (a CronJob's says CronJob and its own path)."""
+    from webhook.policy.cel import ROOTS
+
+    config = {"rules": {"gpu-job-deadline": "warn"}}
+    values = {"policy": config}
+    compiled = {r.name: compile_validations(values, tmp_path, root=r.name) for r in ROOTS}
+    holding = sorted(name for name, c in compiled.items() if "gpu-job-deadline" in c)
+    assert holding == ["spec-jobtemplate-spec-template", "spec-template"]
+    assert compiled["spec-template"]["gpu-job-deadline"][1] == ["Warn"]
+    gpu = {"limits": {"nvidia.com/gpu": 1}}
+
+    def job_pod(**spec: Any) -> dict[str, Any]:
+        containers = spec.pop("containers", [{"name": "train", "image": "cuda", "resources": gpu}])
+        return {"metadata": {"namespace": "ml"}, "spec": {"restartPolicy": "Never", "containers": containers, **spec}}
+
+    shapes = {
+        "gpu": job_pod(),
+        "pod-deadline": job_pod(activeDeadlineSeconds=3600),
+        "cpu": job_pod(containers=[{"name": "etl", "image": "python"}]),
+        "claim": job_pod(
+            containers=[{"name": "train", "image": "cuda", "resources": {"claims": [{"name": "g"}]}}],
+            resourceClaims=[{"name": "g", "resourceClaimTemplateName": "one-gpu"}],
+        ),
+        "agent": job_pod(hostPID=True),
+        "mig": job_pod(
+            containers=[{"name": "t", "image": "cuda", "resources": {"limits": {"nvidia.com/mig-1g.5gb": 1}}}]
+        ),
+    }
+    fired: dict[str, set[str]] = {}
+    for name, p in shapes.items():
+        for kind in ("Job", "CronJob", "Deployment", "PodTemplate"):
+            obj = as_template(p, kind)
+            fired[f"{name} {kind}"] = agree_on_template(compiled, obj, config)
+            if kind == "Job":
+                obj["spec"]["activeDeadlineSeconds"] = 86400
+                assert "gpu-job-deadline" not in agree_on_template(compiled, obj, config)
+            if kind == "CronJob":
+                obj["spec"]["jobTemplate"]["spec"]["activeDeadlineSeconds"] = 86400
+                assert "gpu-job-deadline" not in agree_on_template(compiled, obj, config)
+    # The README's example (a Job), as the docs show its message.
+    (rule,) = [r for r in RULES if r.id == "gpu-job-deadline"]
+    example = {**rule.example, "metadata": {"name": "finetune", "namespace": "ml"}}
+    assert agree_on_template(compiled, example, config) == {"gpu-job-deadline"}
+    deadline = sorted(k for k, rules in fired.items() if "gpu-job-deadline" in rules)
+    assert deadline == sorted(f"{n} {k}" for n in ("gpu", "claim", "agent", "mig") for k in ("Job", "CronJob"))

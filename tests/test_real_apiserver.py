@@ -471,6 +471,70 @@ def test_the_max_per_pod_twin_reads_the_real_namespace(
             real_api.call("DELETE", path)
 
 
+def test_the_job_deadline_twin_judges_real_jobs_and_cronjobs(
+    real_api: RealApi, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """gpu-job-deadline on (deny, with validatingWorkloads): its twin sits in the spec.template
+    policy (Jobs only, by the object's kind) and the CronJobs' policy. A GPU Job and CronJob
+    without a deadline are refused with cel-python's message; with one (on the JobSpec or the pod
+    spec) they are created, and a GPU Deployment is not the rule's."""
+    from tests.celnative import compile_validations, request
+    from tests.helpers import wrap
+    from tests.test_native_rules import served
+
+    tmp = tmp_path_factory.mktemp("job-deadline")
+    values = {"enforcement": "both", "webhook": {"validatingWorkloads": {"enabled": True}},
+              "policy": {"rules": alone("gpu-job-deadline")}}  # fmt: skip
+    docs = [d for d in render(values, kube_version="1.36.0", tmp=tmp) if d["kind"].startswith("ValidatingAdmission")]
+    assert sorted(d["metadata"]["name"] for d in docs if d["kind"] == "ValidatingAdmissionPolicy") == [
+        "gpu-policy-rules-deny-spec-jobtemplate-spec-template",
+        "gpu-policy-rules-deny-spec-template",
+    ]
+    roots = {"Job": "spec-template", "CronJob": "spec-jobtemplate-spec-template", "Deployment": "spec-template"}
+    compiled = {root: compile_validations({"policy": values["policy"]}, tmp, root=root) for root in set(roots.values())}
+    gpu = pod(c("train", resources={"limits": {"nvidia.com/gpu": 1}}), restartPolicy="Never")
+    created = real_api.create_all(docs, ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"))
+    plural = {"Job": "batch/v1/namespaces/ml/jobs", "CronJob": "batch/v1/namespaces/ml/cronjobs",
+              "Deployment": "apps/v1/namespaces/ml/deployments"}  # fmt: skip
+
+    def create(obj: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        obj["metadata"] = {"generateName": "deadline-", "namespace": "ml"}
+        if obj["kind"] == "Deployment":
+            obj["spec"]["template"]["spec"]["restartPolicy"] = "Always"
+        code, body, _ = real_api.call("POST", f"/apis/{plural[obj['kind']]}?dryRun=All", obj)
+        return code, body
+
+    try:
+        deadline = time.monotonic() + 30
+        while create(wrap(gpu, "Job"))[0] != 403:  # until the policy is in effect
+            assert time.monotonic() < deadline, "the job-deadline policy never took effect"
+            time.sleep(0.3)
+        for kind in ("Job", "CronJob", "Deployment"):
+            obj = served(wrap(gpu, kind))
+            (vap, _actions) = compiled[roots[kind]]["gpu-job-deadline"]
+            expected = vap.failures(obj, request("ml", "admin"))
+            code, body = create(copy.deepcopy(obj))
+            if kind == "Deployment":
+                assert expected == [] and code == 201, body
+                continue
+            assert expected and code == 403 and body["message"].endswith(f"denied request: {expected[0]}"), body
+            assert f"a {kind} whose pod hangs" in body["message"]
+            SAID[f"gpu-job-deadline {kind}"] = body["message"]
+            fixed = copy.deepcopy(obj)
+            job = fixed["spec"] if kind == "Job" else fixed["spec"]["jobTemplate"]["spec"]
+            job["activeDeadlineSeconds"] = 86400
+            assert create(fixed)[0] == 201
+            on_pod = copy.deepcopy(obj)
+            template = (
+                on_pod["spec"]["template"] if kind == "Job" else on_pod["spec"]["jobTemplate"]["spec"]["template"]
+            )
+            template["spec"]["activeDeadlineSeconds"] = 3600
+            assert create(on_pod)[0] == 201
+    finally:
+        for path in reversed(created):
+            real_api.call("DELETE", path)
+
+
 def test_the_controller_owned_twin_in_the_real_api_server(
     real_api: RealApi, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

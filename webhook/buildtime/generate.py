@@ -272,9 +272,11 @@ def policy_doc_source(current: str) -> str:
         if twin is None:
             rows.append(f"| {r.id} | webhook only: {_cell(r.webhook_only)} |")
         else:
-            on = "on Pods (the rule judges no template)"
-            if not twin.pods_only:
-                on = "on Pods and (validatingWorkloads) templates"
+            on = "on Pods and (validatingWorkloads) templates"
+            if twin.roots == ("pod",):
+                on = "on Pods (the rule judges no template)"
+            elif twin.roots and "pod" not in twin.roots:
+                on = "on (validatingWorkloads) templates only (the rule judges no Pod)"
             rows.append(f"| {r.id} | ValidatingAdmissionPolicy (its CEL twin), {on} |")
     text = _md(text, "native", rows, source)
 

@@ -233,7 +233,7 @@ def _rules() -> str:
             f'{{{{- define "gpu-policy.nativeSharedOf.{r.id}" -}}}}{" ".join(sorted(set(mine.values())))}'
             "{{- end -}}\n\n"
         )
-        roots = ROOTS[:1] if twin.pods_only else ROOTS
+        roots = [root for root in ROOTS if twin.judges(root.name)]
         names = " ".join(root.name for root in roots)
         out += (
             f"{{{{/* Where {r.id}'s twin judges pods. */}}}}\n"

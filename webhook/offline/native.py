@@ -450,7 +450,7 @@ def request_of(namespace: str, user: str, operation: str = "CREATE", sub_resourc
 # a native finding is reported like the webhook's (text, JSON, JUnit, SARIF).
 _SENTENCE: Final = re.compile(
     r"(?:violates|would violate) GPU policy: (?P<rule>[a-z0-9-]+) \((?:(?P<label>(?:init |ephemeral )?container) "
-    r'"(?P<name>[^"]*)"|(?P<scope>pod)): (?P<path>\S+) (?P<detail>.*); fix: (?P<fix>.*)\)',
+    r'"(?P<name>[^"]*)"|(?P<scope>pod|job)): (?P<path>\S+) (?P<detail>.*); fix: (?P<fix>.*)\)',
     re.S,
 )
 
@@ -481,7 +481,10 @@ class Native:
         from ..policy import MUTATIONS, RULES
 
         mutations = [m for m in MUTATIONS if m.native is not None and m.enabled(policy)]
-        rules = [r for r in RULES if r.native is not None and policy.mode(r.id) is not Mode.OFF]
+        # The twins that judge Pods (gpu-job-deadline's judges the templates in a JobSpec only).
+        rules = [
+            r for r in RULES if r.native is not None and r.native.judges("pod") and policy.mode(r.id) is not Mode.OFF
+        ]
         webhook = policy
         if any(m.id == "isolate-non-gpu" for m in mutations):  # the one mutation with a twin
             webhook = replace(webhook, isolate_non_gpu=False)

@@ -527,6 +527,12 @@ class Root:
     cel: str  # CEL of the object holding spec and metadata
     path: str  # the pod spec's field path in messages
     resources: tuple[tuple[str, str], ...]  # (API group, plural) the policy matches
+    # A template that sits in a JobSpec (objects.JOB_KINDS, as PodView.job_path): CEL true for the
+    # objects of this root whose template does ("false": none, "true": all), the JobSpec's CEL and
+    # its field path in messages (`@inJob@`, `@jobSpec@`, `@jobPath@`).
+    in_job: str = "false"
+    job_cel: str = ""
+    job_path: str = ""
 
 
 def _roots() -> tuple[Root, ...]:
@@ -534,18 +540,30 @@ def _roots() -> tuple[Root, ...]:
     so Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs and ReplicationControllers share
     one policy per rule. Custom resources' templates sit in lists and maps (`[*]`, `*`), which a
     twin's container-list variables cannot range over: the workloads webhook keeps them."""
+    from .objects import JOB_KINDS
     from .templates import WORKLOADS
 
-    by_path: dict[tuple[str, ...], list[tuple[str, str]]] = {}
+    by_path: dict[tuple[str, ...], list[tuple[str, str, str]]] = {}
     for w in WORKLOADS:
         if w.kind != "Pod" and w.templates.required:
             (path,) = w.templates.paths
-            by_path.setdefault(path, []).append((w.group, w.plural))
+            by_path.setdefault(path, []).append((w.group, w.plural, w.kind))
     out = [Root("pod", "object", "spec", (("", "pods"),))]
-    for path, resources in by_path.items():
+    for path, found in by_path.items():
         assert not any("*" in key for key in path), path
+        jobs = [kind for _, _, kind in found if kind in JOB_KINDS]
+        in_job = "false" if not jobs else "true" if len(jobs) == len(found) else f"object.kind in {literals(jobs)}"
+        job = path[:-1] if jobs and path[-1] == "template" else ()
         out.append(
-            Root("-".join(path).lower(), "object." + ".".join(path), ".".join((*path, "spec")), tuple(resources))
+            Root(
+                "-".join(path).lower(),
+                "object." + ".".join(path),
+                ".".join((*path, "spec")),
+                tuple((group, plural) for group, plural, _ in found),
+                in_job if job else "false",
+                "object." + ".".join(job) if job else "",
+                ".".join(job),
+            )
         )
     return tuple(out)
 
@@ -556,10 +574,15 @@ ROOTS: Final = _roots()
 NOT_DELETING: Final = ("not-being-deleted", "!has(object.metadata.deletionTimestamp)")
 
 
+# What `rooted` fills in from the root, not from the chart's values.
+ROOT_PLACEHOLDERS: Final = frozenset({"path", "inJob", "jobSpec", "jobPath"})
+
+
 def rooted(cel: str, root: Root) -> str:
     """A twin's CEL with its pod at `root`: `object.spec.` and `object.metadata.` become the
     template's (whose metadata may be absent, so `has()` of its annotations is guarded), and
-    `@path@` becomes the pod spec's field path in messages."""
+    `@path@` becomes the pod spec's field path in messages; where the template sits in a JobSpec,
+    `@inJob@`, `@jobSpec@` and `@jobPath@` become the root's (Root.in_job)."""
     if root.cel != "object":
 
         def move(m: re.Match[str]) -> str:
@@ -568,6 +591,9 @@ def rooted(cel: str, root: Root) -> str:
             return f"{root.cel}.{m[1]}."
 
         cel = _ROOTED.sub(move, cel)  # one pass: what it writes is never rewritten again
+    if "@jobSpec@" in cel or "@inJob@" in cel or "@jobPath@" in cel:
+        assert root.job_cel, f"{root.name}: a twin reading the JobSpec runs only where a template sits in one"
+        cel = cel.replace("@inJob@", root.in_job).replace("@jobSpec@", root.job_cel).replace("@jobPath@", root.job_path)
     return cel.replace("@path@", root.path)
 
 

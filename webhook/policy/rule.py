@@ -114,8 +114,13 @@ class NativeRule:
 
     variables: tuple[tuple[str, str], ...]  # (name, CEL), as variables.<name>
     checks: tuple[Check, ...]  # every one holds for a pod the rule lets through
-    # The rule judges Pods only (a template is a controller's by definition): no template policies.
-    pods_only: bool = False
+    # The roots (cel.ROOTS by name) whose objects the rule judges; () for every one. ("pod",) for
+    # a rule about Pods only (a template is a controller's by definition), the Job roots for one
+    # about JobSpecs.
+    roots: tuple[str, ...] = ()
+
+    def judges(self, root: str) -> bool:
+        return not self.roots or root in self.roots
 
 
 @dataclass(frozen=True, slots=True)

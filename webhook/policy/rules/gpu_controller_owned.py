@@ -69,7 +69,7 @@ NATIVE: Final = NativeRule(
             f"{cel.agent_lead()} + {lit(FIX)} + ')'",
         ),
     ),
-    pods_only=True,
+    roots=("pod",),
 )
 
 

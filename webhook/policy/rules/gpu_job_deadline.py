@@ -14,12 +14,24 @@ default when on: a missing deadline is a habit to change, not an error in the ma
 
 from __future__ import annotations
 
+from typing import Final
+
+from .. import cel
+from ..cel import Check, lit
 from ..gpus import gets_gpu
 from ..objects import PodView
-from ..rule import GPU_POD, Rule
+from ..rule import GPU_POD, NativeRule, Rule
 from ..types import Mode, Policy, Violation
 
 ID = "gpu-job-deadline"
+
+
+# The sentence's pieces, shared by the rule and its twin.
+DETAIL: Final = ("is not set: a ", " whose pod hangs holds its GPUs until someone deletes it")
+FIX: Final = (
+    "set activeDeadlineSeconds to the longest the job may run (e.g. 86400 for a day); the Job is then failed and "
+    "its GPUs freed"
+)
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
@@ -29,12 +41,30 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
         Violation(
             rule=ID,
             path=f"{view.job_path}.activeDeadlineSeconds",
-            detail=f"is not set: a {view.kind} whose pod hangs holds its GPUs until someone deletes it",
-            fix="set activeDeadlineSeconds to the longest the job may run (e.g. 86400 for a day); the Job is "
-            "then failed and its GPUs freed",
+            detail=view.kind.join(DETAIL),
+            fix=FIX,
             scope="job",
         )
     ]
+
+
+# ---- The CEL twin (a ValidatingAdmissionPolicy on the templates that sit in a JobSpec: Jobs in
+# the spec.template policy, CronJobs in theirs; JobSet's replicated Jobs are a custom resource the
+# workloads webhook keeps): PodView.job_deadline as build_view reads it (the JobSpec's or the pod
+# spec's activeDeadlineSeconds), gpus.gets_gpu without the cluster view (any DRA claim may be a
+# GPU: stricter, never looser). The Job's kind is the object's own (a CronJob's message says CronJob).
+NATIVE: Final = NativeRule(
+    (("getsGpu", cel.GETS_GPU), ("nodeAgent", cel.NODE_AGENT)),
+    (
+        Check(
+            "!(@inJob@) || has(@jobSpec@.activeDeadlineSeconds) || has(object.spec.activeDeadlineSeconds) "
+            "|| !variables.getsGpu",
+            f"@prefix@ + {lit(ID + ' (job: ')} + '@jobPath@.activeDeadlineSeconds ' + {lit(DETAIL[0])} + "
+            f"object.kind + {lit(DETAIL[1])} + '; fix: ' + {cel.agent_lead()} + {lit(FIX)} + ')'",
+        ),
+    ),
+    roots=tuple(root.name for root in cel.ROOTS if root.job_cel),
+)
 
 
 RULE: Rule = Rule(
@@ -59,4 +89,6 @@ RULE: Rule = Rule(
         },
     },
     default_mode=Mode.OFF,
+    native=NATIVE,
+    webhook_only="",
 )
