@@ -809,3 +809,78 @@ def test_check_engine_cel_says_why_a_native_policy_fails(tmp_path: Path) -> None
     )
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     assert "a native policy failed, so the API server would refuse it" in r.stdout and "'abc'" in r.stdout, r.stdout
+
+
+NS_CONFIGS = {
+    "listed only": {"gpuNamespaces": ["research"]},
+    "selector": {
+        "gpuNamespaces": ["research"],
+        "gpuNamespaceSelector": {
+            "matchLabels": {"team": "ml", "gpu": "true"},
+            "matchExpressions": [
+                {"key": "tier", "operator": "In", "values": ["gold", "silver"]},
+                {"key": "frozen", "operator": "DoesNotExist"},
+                {"key": "cost-center", "operator": "Exists"},
+                {"key": "env", "operator": "NotIn", "values": ["dev"]},
+            ],
+        },
+    },
+    "by name": {"gpuNamespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ml"}}},
+}
+NS_LABELS = {
+    "none": {},
+    "all": {"team": "ml", "gpu": "true", "tier": "gold", "cost-center": "42", "env": "prod"},
+    "no-env": {"team": "ml", "gpu": "true", "tier": "silver", "cost-center": "42"},
+    "dev": {"team": "ml", "gpu": "true", "tier": "gold", "cost-center": "42", "env": "dev"},
+    "frozen": {"team": "ml", "gpu": "true", "tier": "gold", "cost-center": "42", "frozen": ""},
+    "bronze": {"team": "ml", "gpu": "true", "tier": "bronze", "cost-center": "42"},
+    "no-cost": {"team": "ml", "gpu": "true", "tier": "gold"},
+    "team-only": {"team": "ml"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(NS_CONFIGS))
+def test_gpu_namespace_allowed_reads_the_namespace_as_the_api_server_hands_it(name: str, tmp_path: Path) -> None:
+    """gpu-namespace-allowed (on): the twin matches namespaceObject's labels against the selector
+    inlined at render time, where the webhook matches the cluster view's copy of the same
+    namespace. In two namespaces (ml, research) with eight label sets, for a GPU pod, a DRA claim
+    pod, a node agent and a CPU pod: the same verdicts, with the same sentence (the selector as the
+    webhook writes it)."""
+    from tests.helpers import with_nodes
+    from webhook.offline.native import namespace_object
+
+    config = {"rules": {"gpu-namespace-allowed": "deny"}, **NS_CONFIGS[name]}
+    compiled = twins(config, tmp_path)
+    vap, _actions = compiled["gpu-namespace-allowed"]
+    base = from_mapping({"clusterVersion": "1.36", **config}, environ={}).policy
+    gpu = {"limits": {"nvidia.com/gpu": 1}}
+    shapes = {
+        "gpu": pod(container(resources=gpu)),
+        "claim": pod(
+            container(resources={"claims": [{"name": "g"}]}),
+            resourceClaims=[{"name": "g", "resourceClaimTemplateName": "one-gpu"}],
+        ),
+        "agent": pod(container(resources=gpu), hostPID=True),
+        "cpu": pod(container()),
+    }
+    refused = set()
+    for namespace in ("ml", "research"):
+        for label_set, labels in NS_LABELS.items():
+            policy = with_nodes([], base, namespaces={namespace: list(labels.items())})
+            for shape, obj in shapes.items():
+                stored = served({**obj, "metadata": {"name": "p", "namespace": namespace}})
+                outcome = validate(parse(ApiServer.build(stored, namespace=namespace, user="alice")), policy)
+                webhook = [v for v in outcome.verdict.of(Mode.DENY) if v.rule == "gpu-namespace-allowed"]
+                native = vap.failures(
+                    stored, request(namespace, "alice"), namespace=namespace_object(namespace, labels)
+                )
+                assert bool(native) == bool(webhook), (namespace, label_set, shape, native, webhook)
+                if webhook:
+                    refused.add((namespace, label_set, shape))
+                    assert native[0].endswith(webhook[0].describe()), (native[0], webhook[0].describe())
+    assert not [r for r in refused if (r[0] == "research" and name != "by name") or r[2] == "cpu"], refused
+    if name == "selector":
+        allowed = {label_set for label_set in NS_LABELS if ("ml", label_set, "gpu") not in refused}
+        assert allowed == {"all", "no-env"}, allowed
+    if name == "by name":
+        assert not [r for r in refused if r[0] == "ml"] and ("research", "none", "gpu") in refused

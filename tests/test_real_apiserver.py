@@ -471,6 +471,81 @@ def test_the_max_per_pod_twin_reads_the_real_namespace(
             real_api.call("DELETE", path)
 
 
+def test_the_namespace_allowed_twin_reads_the_real_namespace(
+    real_api: RealApi, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """gpu-namespace-allowed on (deny) with a selector (matchLabels and three kinds of
+    expression) and a listed namespace: in real namespaces with matching, partly matching and no
+    labels, the API server refuses a GPU pod exactly where cel-python's evaluation with the same
+    namespace refuses it, with the same message, and lets a CPU pod through everywhere."""
+    from tests.celnative import compile_validations, request
+    from tests.test_native_rules import served
+    from webhook.offline.native import namespace_object
+
+    tmp = tmp_path_factory.mktemp("namespace-allowed")
+    selector = {
+        "matchLabels": {"team": "ml"},
+        "matchExpressions": [
+            {"key": "tier", "operator": "In", "values": ["gold", "silver"]},
+            {"key": "frozen", "operator": "DoesNotExist"},
+            {"key": "env", "operator": "NotIn", "values": ["dev"]},
+        ],
+    }
+    policy_values = {
+        "rules": alone("gpu-namespace-allowed"),
+        "gpuNamespaces": ["ns-listed"],
+        "gpuNamespaceSelector": selector,
+    }
+    values = {"enforcement": "both", "policy": policy_values}
+    docs = [
+        d
+        for d in render(values, kube_version="1.36.0", tmp=tmp)
+        if d["kind"].startswith("ValidatingAdmissionPolicy") and d["metadata"]["name"] == "gpu-policy-rules-deny"
+    ]
+    (vap, _actions) = compile_validations({"policy": policy_values}, tmp)["gpu-namespace-allowed"]
+    spaces = {
+        "ns-gold": {"team": "ml", "tier": "gold"},
+        "ns-dev": {"team": "ml", "tier": "gold", "env": "dev"},
+        "ns-frozen": {"team": "ml", "tier": "silver", "frozen": "yes"},
+        "ns-bronze": {"team": "ml", "tier": "bronze"},
+        "ns-plain": {},
+        "ns-listed": {},
+    }
+    created = real_api.create_all(docs, ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"))
+    for name, labels in spaces.items():
+        code, body, _ = real_api.call(
+            "POST",
+            "/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}},
+        )
+        assert code == 201, body
+        created.append(f"/api/v1/namespaces/{name}")
+    try:
+        gpu = pod(c("train", resources={"limits": {"nvidia.com/gpu": 1}}))
+        deadline = time.monotonic() + 30
+        refused: set[str] = set()
+        for namespace, labels in spaces.items():
+            for shape, obj in (("gpu", gpu), ("cpu", pod(c("etl")))):
+                p = served(copy.deepcopy(obj))
+                p["metadata"] = {"generateName": "ns-", "namespace": namespace}
+                expected = vap.failures(p, request(namespace, "admin"), namespace=namespace_object(namespace, labels))
+                while True:
+                    code, body, _ = real_api.call("POST", f"/api/v1/namespaces/{namespace}/pods?dryRun=All", p)
+                    if code != 201 or not expected or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.3)  # the policy takes effect within seconds of its creation
+                if expected:
+                    assert code == 403 and body["message"].endswith(f"denied request: {expected[0]}"), (namespace, body)
+                    refused.add(f"{namespace} {shape}")
+                    SAID.setdefault("gpu-namespace-allowed", body["message"])
+                else:
+                    assert code == 201, (namespace, shape, body)
+        assert refused == {"ns-dev gpu", "ns-frozen gpu", "ns-bronze gpu", "ns-plain gpu"}, refused
+    finally:
+        for path in reversed(created):
+            real_api.call("DELETE", path)
+
+
 def test_the_job_deadline_twin_judges_real_jobs_and_cronjobs(
     real_api: RealApi, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

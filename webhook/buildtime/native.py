@@ -69,6 +69,12 @@ VALUES: Final = {
     "exemptServiceAccounts": "(toJson $p.exemptServiceAccounts)",
     "amd": '(ternary "true" "false" $p.vendors.amd.enabled)',
     "resourceName": "$p.gpuResourceName",
+    # gpu-namespace-allowed's namespaces and selector (matchLabels as a CEL map; each expression
+    # [[key, operator], values]), and the selector as its message writes it.
+    "gpuNamespaces": "(toJson $p.gpuNamespaces)",
+    "nsLabels": "(toJson ((($p.gpuNamespaceSelector | default dict).matchLabels) | default dict))",
+    "nsExpressions": '(include "gpu-policy.nsExpressions" $p)',
+    "nsWanted": '(include "gpu-policy.nsWanted" $p | toJson)',
     # A rule's message starts with its mode's words (engine.DENY_PREFIX / WARN_PREFIX), as a CEL string.
     "prefix": f'(toJson (ternary "{DENY_PREFIX}" "{WARN_PREFIX}" (eq .mode "deny")))',
 }
@@ -285,6 +291,26 @@ def defines() -> str:
         '{{- $out = append $out (list (index $parts 0) (index $parts 1) "*") -}}\n'
         '{{- else -}}{{- $out = append $out (list . "" "=") -}}{{- end -}}\n'
         "{{- end -}}\n{{- toJson $out -}}\n{{- end -}}\n\n"
+    )
+    out += (
+        "{{/* gpu-namespace-allowed's selector as CEL: each matchExpression as [[key, operator], values] "
+        '(values [""] for Exists and DoesNotExist). */}}\n'
+        '{{- define "gpu-policy.nsExpressions" -}}\n{{- $out := list -}}\n'
+        "{{- range $e := ((.gpuNamespaceSelector | default dict).matchExpressions | default list) -}}\n"
+        '{{- $out = append $out (list (list $e.key $e.operator) ($e.values | default (list ""))) -}}\n'
+        "{{- end -}}\n{{- toJson $out -}}\n{{- end -}}\n\n"
+        "{{/* The selector as a person writes it (rules/gpu_namespace_allowed.wanted): "
+        "`team=ml,tier in (a,b),gpu,!frozen`. */}}\n"
+        '{{- define "gpu-policy.nsWanted" -}}\n{{- $parts := list -}}\n'
+        "{{- $sel := .gpuNamespaceSelector | default dict -}}\n"
+        '{{- range $k, $v := ($sel.matchLabels | default dict) -}}{{- $parts = append $parts (printf "%s=%s" $k $v) -}}'
+        "{{- end -}}\n"
+        "{{- range $e := ($sel.matchExpressions | default list) -}}\n"
+        '{{- if or (eq $e.operator "In") (eq $e.operator "NotIn") -}}'
+        '{{- $parts = append $parts (printf "%s %s (%s)" $e.key (lower $e.operator) (join "," $e.values)) -}}\n'
+        '{{- else if eq $e.operator "Exists" -}}{{- $parts = append $parts $e.key -}}\n'
+        '{{- else -}}{{- $parts = append $parts (printf "!%s" $e.key) -}}{{- end -}}\n'
+        '{{- end -}}\n{{- join "," $parts -}}\n{{- end -}}\n\n'
     )
     for m in MUTATIONS:
         if m.native is None:

@@ -77,7 +77,9 @@ def label_selector(
             problems.append(f"{where}: In and NotIn need values, Exists and DoesNotExist take none")
             continue
         expressions.append((e["key"], e["operator"], tuple(values)))
-    return tuple(pairs), tuple(expressions)
+    # matchLabels sorted by key: the order Helm ranges over a map in, so the chart's native policy
+    # names the selector as the webhook does (gpu-namespace-allowed.wanted).
+    return tuple(sorted(pairs)), tuple(expressions)
 
 
 def resource_patterns(problems: list[str], key: str, value: list[Any], ok: Callable[[str], bool]) -> list[str]:

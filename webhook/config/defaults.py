@@ -168,7 +168,7 @@ COMMENTS: dict[str, str] = {
     "optOutAnnotation": 'pods annotated <key>: "false" skip the conveniences, never isolation',
     "isolateNonGpu": "NVIDIA_VISIBLE_DEVICES=void for containers that request no GPU",
     "customResources": "[{group: x.example.com, kind: Trainer, templates: ['spec.stages[*].template'], "
-    "containers: ['spec.steps[*].container']}]; podSpecs: inline pod specs",
+    "containers: ['spec.steps[*].container']}]; podSpecs: inline pod specs; not Pod (judged as itself)",
     "server.maxRequestBytes": "the largest review the API server sends (its 3 MiB object limit + 1 MiB); "
     "larger bodies get HTTP 413",
     "server.maxConnections": "open connections at most (the API servers pool a few dozen); more are answered 503",

@@ -35,6 +35,7 @@ from ..policy.cel import EXEMPTIONS, ROOTS, rooted
 from ..policy.engine import DENY_PREFIX, WARN_PREFIX
 from ..policy.quantity import parse_quantity
 from ..policy.rule import NativeMutation, Rule
+from ..policy.rules.gpu_namespace_allowed import wanted
 from ..policy.vendors import AMD, INTEL
 
 
@@ -73,6 +74,12 @@ VALUES: Final[dict[str, Callable[[Policy], str]]] = {
     "exemptServiceAccounts": lambda p: json.dumps(sorted(p.exempt_service_accounts)),
     "amd": lambda p: "true" if AMD in p.vendors else "false",
     "resourceName": lambda p: p.resource_name,
+    "gpuNamespaces": lambda p: json.dumps(sorted(p.gpu_namespaces)),
+    "nsLabels": lambda p: json.dumps(dict(p.gpu_namespace_labels)),
+    "nsExpressions": lambda p: json.dumps(
+        [[[k, op], list(values) or [""]] for k, op, values in p.gpu_namespace_expressions]
+    ),
+    "nsWanted": lambda p: json.dumps(wanted(p)),
     "prefix": lambda p: json.dumps(DENY_PREFIX),  # a rule's mode decides it: render(mode=...)
 }
 _PLACEHOLDER: Final = re.compile(r"@(\w+)@")

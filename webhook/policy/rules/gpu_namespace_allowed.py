@@ -14,10 +14,14 @@ unless the namespace carries label X") and fails closed too.
 
 from __future__ import annotations
 
+from typing import Final
+
+from .. import cel
+from ..cel import Check, lit
 from ..gpus import gets_gpu
 from ..namespaces import NAME_LABEL, Unknown, facts
 from ..objects import PodView
-from ..rule import GPU_POD, Rule
+from ..rule import GPU_POD, NativeRule, Rule
 from ..types import Mode, Policy, Violation
 
 ID = "gpu-namespace-allowed"
@@ -54,13 +58,17 @@ def wanted(policy: Policy) -> str:
     return ",".join(parts)
 
 
+UNLISTED: Final = ("may not run GPU pods: it is not in gpuNamespaces", "ask the platform to list it in gpuNamespaces")
+UNMATCHED: Final = ("does not carry labels matching ", ": GPU pods are for the namespaces that do")
+
+
 def check(view: PodView, policy: Policy) -> list[Violation]:
     namespace = view.namespace
     if namespace in policy.gpu_namespaces or not gets_gpu(view, policy):
         return []
     fix = FIX
     if not policy.gpu_namespace_labels and not policy.gpu_namespace_expressions:
-        detail, fix = "may not run GPU pods: it is not in gpuNamespaces", "ask the platform to list it in gpuNamespaces"
+        detail, fix = UNLISTED
     else:
         found = facts(namespace, policy)
         if found is Unknown.NOT_SYNCED:
@@ -76,9 +84,50 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
         elif matches({**dict(found.labels), NAME_LABEL: namespace}, policy):
             return []
         else:
-            detail = f"does not carry labels matching {wanted(policy)}: GPU pods are for the namespaces that do"
+            detail = wanted(policy).join(UNMATCHED)
     # metadata.namespace: the object's, a template's too
     return [Violation(ID, "metadata.namespace", detail, fix, value=f'"{namespace}"')]
+
+
+# ---- The CEL twin: the labels of the namespace the API server hands the policy (namespaceObject,
+# which always carries kubernetes.io/metadata.name), matched as `matches` matches them; the
+# selector and the listed namespaces inlined at render time (@gpuNamespaces@, @nsLabels@,
+# @nsExpressions@, and @nsWanted@ as `wanted` writes it). In the API server the namespace is always
+# known, so the webhook's "not synced yet" and "not seen yet" cannot arise there.
+# gpus.gets_gpu without the cluster view (any DRA claim may be a GPU: stricter, never looser).
+_LABELS: Final = "(has(namespaceObject.metadata.labels) ? namespaceObject.metadata.labels : {})"
+# Each matchExpression as [[key, operator], values] (values [""] for Exists and DoesNotExist): lists
+# of strings only, as the API server's CEL wants an aggregate literal of one type.
+_EXPRESSION: Final = (
+    "(e[0][1] == 'In' ? (e[0][0] in variables.nsLabels && variables.nsLabels[e[0][0]] in e[1]) : "
+    "e[0][1] == 'NotIn' ? !(e[0][0] in variables.nsLabels && variables.nsLabels[e[0][0]] in e[1]) : "
+    "e[0][1] == 'Exists' ? e[0][0] in variables.nsLabels : !(e[0][0] in variables.nsLabels))"
+)
+_SELECTED: Final = (
+    "(size(@nsLabels@) > 0 || size(@nsExpressions@) > 0) && "
+    "@nsLabels@.all(k, k in variables.nsLabels && variables.nsLabels[k] == @nsLabels@[k]) && "
+    f"@nsExpressions@.all(e, {_EXPRESSION})"
+)
+_DETAIL: Final = (
+    f"(size(@nsLabels@) > 0 || size(@nsExpressions@) > 0 ? {lit(UNMATCHED[0])} + @nsWanted@ + {lit(UNMATCHED[1])} "
+    f"+ '; fix: ' + {cel.agent_lead()} + {lit(FIX)} : {lit(UNLISTED[0])} + '; fix: ' + {cel.agent_lead()} + "
+    f"{lit(UNLISTED[1])})"
+)
+
+NATIVE: Final = NativeRule(
+    (
+        ("getsGpu", cel.GETS_GPU),
+        ("nsLabels", _LABELS),
+        ("selected", _SELECTED),
+        ("nodeAgent", cel.NODE_AGENT),
+    ),
+    (
+        Check(
+            "!variables.getsGpu || request.namespace in @gpuNamespaces@ || variables.selected",
+            f"@prefix@ + {lit(ID + ' (pod: metadata.namespace ')} + {_DETAIL} + ')'",
+        ),
+    ),
+)
 
 
 RULE: Rule = Rule(
@@ -96,4 +145,6 @@ RULE: Rule = Rule(
     },
     default_mode=Mode.OFF,
     watches_namespaces=True,
+    native=NATIVE,
+    webhook_only="",
 )
