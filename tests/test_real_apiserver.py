@@ -30,6 +30,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import jsonpatch
@@ -414,27 +415,19 @@ def test_native_rules_in_the_real_api_server_with_no_webhook(
             real_api.call("DELETE", path)
 
 
-def test_the_max_per_pod_twin_reads_the_real_namespace(
-    real_api: RealApi, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    """gpu-max-per-pod on (deny): its policy reads the cap from the label of the namespace the API
-    server hands it (namespaceObject). In a namespace labelled 16, in one labelled "lots" (no whole
-    number) and in one without the label, the API server refuses exactly the shapes cel-python's
-    evaluation with the same namespace fails, with the same message."""
-    from tests.celnative import compile_validations, request
-    from tests.test_native_rules import MAX_SHAPES, served
-    from webhook.offline.native import namespace_object
+def _deny_policy_and_namespaces(
+    real_api: RealApi, values: dict[str, Any], rule: str, spaces: dict[str, dict[str, str]], tmp: Path
+) -> tuple[Any, list[str]]:
+    """The chart's deny policy on Pods for these values (`rule` alone on), created with its binding,
+    and the namespaces with their labels: `rule`'s part compiled by cel-python, and what to delete."""
+    from tests.celnative import compile_validations
 
-    tmp = tmp_path_factory.mktemp("max-per-pod")
-    values = {"enforcement": "both", "policy": {"rules": alone("gpu-max-per-pod")}}
     docs = [
         d
         for d in render(values, kube_version="1.36.0", tmp=tmp)
         if d["kind"].startswith("ValidatingAdmissionPolicy") and d["metadata"]["name"] == "gpu-policy-rules-deny"
     ]
-    (vap, _actions) = compile_validations({"policy": values["policy"]}, tmp)["gpu-max-per-pod"]
-    label = "gpu-policy.io/max-gpus-per-pod"
-    spaces = {"gpu-big": {label: "16"}, "gpu-odd": {label: "lots"}, "gpu-plain": {}}
+    (vap, _actions) = compile_validations({"policy": values["policy"]}, tmp)[rule]
     created = real_api.create_all(docs, ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"))
     for name, labels in spaces.items():
         code, body, _ = real_api.call(
@@ -444,6 +437,25 @@ def test_the_max_per_pod_twin_reads_the_real_namespace(
         )
         assert code == 201, body
         created.append(f"/api/v1/namespaces/{name}")
+    return vap, created
+
+
+def test_the_max_per_pod_twin_reads_the_real_namespace(
+    real_api: RealApi, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """gpu-max-per-pod on (deny): its policy reads the cap from the label of the namespace the API
+    server hands it (namespaceObject). In a namespace labelled 16, in one labelled "lots" (no whole
+    number) and in one without the label, the API server refuses exactly the shapes cel-python's
+    evaluation with the same namespace fails, with the same message."""
+    from tests.celnative import request
+    from tests.test_native_rules import MAX_SHAPES, served
+    from webhook.offline.native import namespace_object
+
+    tmp = tmp_path_factory.mktemp("max-per-pod")
+    values = {"enforcement": "both", "policy": {"rules": alone("gpu-max-per-pod")}}
+    label = "gpu-policy.io/max-gpus-per-pod"
+    spaces = {"gpu-big": {label: "16"}, "gpu-odd": {label: "lots"}, "gpu-plain": {}}
+    vap, created = _deny_policy_and_namespaces(real_api, values, "gpu-max-per-pod", spaces, tmp)
     try:
         _until_each_policy_refuses_its_example(real_api, {"gpu-max-per-pod": (vap, ["Deny"])})
         refused: dict[str, set[str]] = {}
@@ -478,7 +490,7 @@ def test_the_namespace_allowed_twin_reads_the_real_namespace(
     expression) and a listed namespace: in real namespaces with matching, partly matching and no
     labels, the API server refuses a GPU pod exactly where cel-python's evaluation with the same
     namespace refuses it, with the same message, and lets a CPU pod through everywhere."""
-    from tests.celnative import compile_validations, request
+    from tests.celnative import request
     from tests.test_native_rules import served
     from webhook.offline.native import namespace_object
 
@@ -497,12 +509,6 @@ def test_the_namespace_allowed_twin_reads_the_real_namespace(
         "gpuNamespaceSelector": selector,
     }
     values = {"enforcement": "both", "policy": policy_values}
-    docs = [
-        d
-        for d in render(values, kube_version="1.36.0", tmp=tmp)
-        if d["kind"].startswith("ValidatingAdmissionPolicy") and d["metadata"]["name"] == "gpu-policy-rules-deny"
-    ]
-    (vap, _actions) = compile_validations({"policy": policy_values}, tmp)["gpu-namespace-allowed"]
     spaces = {
         "ns-gold": {"team": "ml", "tier": "gold"},
         "ns-dev": {"team": "ml", "tier": "gold", "env": "dev"},
@@ -511,15 +517,7 @@ def test_the_namespace_allowed_twin_reads_the_real_namespace(
         "ns-plain": {},
         "ns-listed": {},
     }
-    created = real_api.create_all(docs, ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"))
-    for name, labels in spaces.items():
-        code, body, _ = real_api.call(
-            "POST",
-            "/api/v1/namespaces",
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}},
-        )
-        assert code == 201, body
-        created.append(f"/api/v1/namespaces/{name}")
+    vap, created = _deny_policy_and_namespaces(real_api, values, "gpu-namespace-allowed", spaces, tmp)
     try:
         gpu = pod(c("train", resources={"limits": {"nvidia.com/gpu": 1}}))
         deadline = time.monotonic() + 30
