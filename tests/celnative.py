@@ -84,3 +84,34 @@ def compile_validations(
 
 def request(namespace: str = "ml", user: str = "alice", operation: str = "CREATE") -> dict[str, Any]:
     return request_of(namespace, user, operation, "ephemeralcontainers" if operation == "UPDATE" else "")
+
+
+def compile_objects(values: dict[str, Any], tmp: Path) -> dict[str, tuple[ValidatingPolicy, list[str]]]:
+    """The chart's ValidatingAdmissionPolicies of the object rules (enforcement both, 1.36): one per
+    rule, named by its annotation, each with its binding's validationActions."""
+    from webhook.policy import OBJECT_RULES
+
+    docs = render({"enforcement": "both", **values}, kube_version="1.36.0", tmp=tmp)
+    assert isinstance(docs, list)
+    ids = {r.id for r in OBJECT_RULES}
+    actions = {
+        d["spec"]["policyName"]: d["spec"]["validationActions"]
+        for d in docs
+        if d["kind"] == "ValidatingAdmissionPolicyBinding"
+    }
+    out = {}
+    for d in docs:
+        rule = (d["metadata"].get("annotations") or {}).get("gpu-policy.io/rules")
+        if d["kind"] != "ValidatingAdmissionPolicy" or rule not in ids:
+            continue
+        spec = d["spec"]
+        out[rule] = (
+            ValidatingPolicy.compile(
+                rule,
+                [(c["name"], c["expression"]) for c in spec["matchConditions"]],
+                [(v["name"], v["expression"]) for v in spec["variables"]],
+                [(v["expression"], v["messageExpression"]) for v in spec["validations"]],
+            ),
+            actions[d["metadata"]["name"]],
+        )
+    return out

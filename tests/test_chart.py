@@ -287,12 +287,15 @@ def test_notes_warn_about_fail_open(tmp_path: Path) -> None:
 
 
 def test_custom_resource_webhook_rules_are_opt_in(tmp_path: Path) -> None:
-    def workload_groups(values: dict[str, Any]) -> list[str]:
-        docs = render(values, tmp=tmp_path)
+    def workload_groups(values: dict[str, Any], kube_version: str = "1.30.0") -> list[str]:
+        docs = render(values, tmp=tmp_path, kube_version=kube_version)
         hook = find(docs, "ValidatingWebhookConfiguration")["webhooks"][1]
         return [g for r in hook["rules"] for g in r["apiGroups"]]
 
-    assert workload_groups({}) == ["", "apps", "batch", "resource.k8s.io"]  # DRA claims: dra-admin-access
+    # The object rules' kinds (LimitRanges and quotas in "", DRA claims), unless the API server's
+    # own policies judge them (enforcement native).
+    assert workload_groups({}) == ["", "apps", "batch", "", "resource.k8s.io"]
+    assert workload_groups({"enforcement": "native"}, "1.36.0") == ["", "apps", "batch"]
     groups = workload_groups(
         {
             "webhook": {
@@ -308,7 +311,8 @@ def test_custom_resource_webhook_rules_are_opt_in(tmp_path: Path) -> None:
             }
         }
     )
-    assert groups == ["", "apps", "batch", "resource.k8s.io", "kubeflow.org", "jobset.x-k8s.io", "train.example.com"]
+    objects = ["", "resource.k8s.io"]
+    assert groups == ["", "apps", "batch", *objects, "kubeflow.org", "jobset.x-k8s.io", "train.example.com"]
 
 
 def test_mutating_match_conditions_only_without_isolation(tmp_path: Path) -> None:

@@ -31,9 +31,9 @@ from tests.helpers import GPU, container, corpus, pod
 from webhook.admission import mutate, validate
 from webhook.admission.review import parse
 from webhook.config import from_mapping
-from webhook.policy import ALL_RULES, RULES, Mode
+from webhook.policy import ALL_RULES, OBJECT_RULES, RULES, Mode
 
-TWINS = sorted(r.id for r in ALL_RULES if getattr(r, "native", None) is not None)
+TWINS = sorted(r.id for r in RULES if r.native is not None)
 RULES_BY_ID = {r.id: r for r in RULES}
 # What the shipped values install (a rule that is off has no policy), and on templates too.
 SHIPPED = sorted(r.id for r in RULES if r.native is not None and r.default_mode is not Mode.OFF)
@@ -647,7 +647,9 @@ def test_one_policy_per_mode_and_root_holds_every_twin_of_that_mode(tmp_path: Pa
         for n, d in vaps.items()
         if n in ("gpu-policy-rules-deny", "gpu-policy-rules-warn", "gpu-policy-rules-audit")
     }
-    assert len(on_pods) == 3 and len(vaps) == 3 * 4  # three modes, Pods and three template paths
+    # Three modes, Pods and three template paths; and the object rules that are on, one each.
+    objects = [r.id for r in OBJECT_RULES if r.default_mode is not Mode.OFF]
+    assert len(on_pods) == 3 and len(vaps) == 3 * 4 + len(objects) == 14
     for name, vap in on_pods.items():
         rules = vap["metadata"]["annotations"]["gpu-policy.io/rules"].split(",")
         mode = name.rsplit("-", 1)[1]

@@ -769,3 +769,85 @@ def test_a_storable_pod_past_max_request_bytes_is_refused_never_admitted_unjudge
     assert code == 500, body
     assert 'failed calling webhook "pods.validate.gpu-policy.io"' in body["message"]
     assert "the server responded with the status code 413" in body["message"]
+
+
+def test_the_object_twins_judge_real_limitranges_quotas_and_claims(
+    real_api: RealApi, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """gpu-limitrange, gpu-quota-advice and dra-admin-access on (deny), each in its own policy:
+    every object of tests/test_native_objects.py the API server finds valid is refused exactly where
+    cel-python's evaluation of the same policy refuses it, with its message; a claim in the listed
+    namespace is let through. The claims go in as v1 and, where this server serves it, v1beta1
+    (converted to v1 for the policy, which matches v1: matchPolicy Equivalent); 1.36 serves v1 only."""
+    from tests.celnative import compile_objects, request
+    from tests.test_native_objects import OBJECTS, served
+
+    tmp = tmp_path_factory.mktemp("objects")
+    rules = {"gpu-limitrange": "deny", "gpu-quota-advice": "deny", "dra-admin-access": "deny"}
+    values = {"enforcement": "both", "policy": {"rules": rules, "draAdminAccessNamespaces": ["monitoring"]}}
+    docs = [d for d in render(values, kube_version="1.36.0", tmp=tmp) if d["kind"].startswith("ValidatingAdmission")]
+    names = {f"gpu-policy-{rule}" for rule in rules}
+    docs = [d for d in docs if d["metadata"]["name"] in names]
+    assert len(docs) == 6
+    compiled = compile_objects({"policy": values["policy"]}, tmp)
+    plural = {"LimitRange": "limitranges", "ResourceQuota": "resourcequotas", "ResourceClaim": "resourceclaims",
+              "ResourceClaimTemplate": "resourceclaimtemplates"}  # fmt: skip
+    rule_of = {"LimitRange": "gpu-limitrange", "ResourceQuota": "gpu-quota-advice"}
+
+    def create(obj: dict[str, Any], namespace: str) -> tuple[int, dict[str, Any]]:
+        group, _, version = obj["apiVersion"].rpartition("/")
+        base = f"/apis/{group}/{version}" if group else "/api/v1"
+        obj = {**obj, "metadata": {"generateName": "obj-", "namespace": namespace}}
+        code, body, _ = real_api.call("POST", f"{base}/namespaces/{namespace}/{plural[obj['kind']]}?dryRun=All", obj)
+        return code, body
+
+    created = real_api.create_all(docs, ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"))
+    # The API server's own validation refuses adminAccess outside a namespace with this label (422,
+    # before any policy): the claims go to two labelled namespaces, one listed, one not.
+    admin = {"resource.kubernetes.io/admin-access": "true"}
+    for name in ("dra-team", "monitoring"):
+        ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": admin}}
+        code, body, _ = real_api.call("POST", "/api/v1/namespaces", ns)
+        assert code == 201, body
+        created.append(f"/api/v1/namespaces/{name}")
+
+    def namespace_of(i: int, obj: dict[str, Any]) -> str:
+        if not obj["kind"].startswith("ResourceClaim"):
+            return "ml"
+        return "monitoring" if i % 3 == 0 else "dra-team"
+
+    counts = {"refused": 0, "created": 0, "invalid": 0, "not served": 0}
+    try:
+        deadline = time.monotonic() + 30
+        probes = [o for o in OBJECTS if o["metadata"].get("namespace")]  # the corpus's three, one per rule
+        assert len(probes) == 3
+        for probe in probes:
+            namespace = namespace_of(1, probe)
+            while create(served(probe, namespace), namespace)[0] != 403:
+                assert time.monotonic() < deadline, f"{probe['kind']}'s policy never took effect"
+                time.sleep(0.3)
+        for i, obj in enumerate(OBJECTS):
+            namespace = namespace_of(i, obj)
+            stored = served(obj, namespace)
+            rule = rule_of.get(obj["kind"], "dra-admin-access")
+            expected = compiled[rule][0].failures(stored, request(namespace, "admin"))
+            code, body = create(stored, namespace)
+            if code == 404:  # resource.k8s.io/v1beta1 is off by default from 1.34
+                counts["not served"] += 1
+                continue
+            if code == 422:  # the API server's own validation comes before any policy
+                assert body["reason"] == "Invalid", body
+                counts["invalid"] += 1
+                continue
+            if expected:
+                assert code == 403 and body["message"].endswith(f"denied request: {expected[0]}"), (stored, body)
+                SAID.setdefault(f"{rule} {obj['kind']}", body["message"])
+                counts["refused"] += 1
+            else:
+                assert code == 201, (stored, body)
+                counts["created"] += 1
+    finally:
+        for path in reversed(created):
+            real_api.call("DELETE", path)
+    SAID["object twins"] = json.dumps(counts)
+    assert counts["refused"] > 40 and counts["created"] > 40, counts

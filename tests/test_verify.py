@@ -25,7 +25,7 @@ from tests.chart import render
 from tests.helpers import GPU, GPU_TAINT, ROOT, T4_LABELS, Server, node
 from tests.kubeapi import KubeApi, status
 from tests.kubelet import cluster, device_plugin
-from webhook.policy import RULES, Mode
+from webhook.policy import ALL_RULES, Mode, ObjectRule, Rule
 
 
 @pytest.fixture
@@ -164,14 +164,21 @@ def test_native_policies_are_checked_where_the_api_server_has_them(
         assert isinstance(docs, list)
         policy = next(d for d in docs if d["kind"] == "MutatingAdmissionPolicy")
         binding = next(d for d in docs if d["kind"] == "MutatingAdmissionPolicyBinding")
-        twins = [r for r in RULES if r.native is not None and r.default_mode is not Mode.OFF]  # shipped: on
-        modes = sorted({r.default_mode.value for r in twins})
+        twins = [r for r in ALL_RULES if r.native is not None and r.default_mode is not Mode.OFF]  # shipped: on
+        modes = sorted({r.default_mode.value for r in twins if isinstance(r, Rule)})
+        # The object rules' policies, one each (LimitRanges, claims; quota advice is off).
+        objects = {f"gpu-policy-{r.id}" for r in twins if isinstance(r, ObjectRule)}
 
-        def on_pods(kind: str) -> list[dict[str, Any]]:  # the Pods' policies, one per mode (verify checks those)
-            return [d for d in docs if d["kind"] == kind and d["metadata"]["name"].endswith(("-deny", "-warn"))]
+        def on_pods(kind: str) -> list[dict[str, Any]]:  # the Pods' policies, one per mode, and the objects'
+            return [
+                d
+                for d in docs
+                if d["kind"] == kind
+                and (d["metadata"]["name"].endswith(("-deny", "-warn")) or d["metadata"]["name"] in objects)
+            ]
 
         rules, rule_bindings = on_pods("ValidatingAdmissionPolicy"), on_pods("ValidatingAdmissionPolicyBinding")
-        assert len(rules) == len(rule_bindings) == len(modes) == 2 and len(twins) >= 3
+        assert len(rules) == len(rule_bindings) == len(modes) + len(objects) == 4 and len(twins) >= 3
 
         def native() -> dict[str, dict[str, Any]]:
             r = verify(api, tmp_path, "-o", "json")

@@ -244,7 +244,7 @@ def readme_source(current: str) -> str:
 
 
 def policy_doc_source(current: str) -> str:
-    from ..policy import ALL_RULES, MUTATIONS
+    from ..policy import ALL_RULES, MUTATIONS, ObjectRule
     from ..policy.templates import WORKLOADS, Shape
 
     source = "docs/policy.md"
@@ -268,9 +268,12 @@ def policy_doc_source(current: str) -> str:
         where = "MutatingAdmissionPolicy (its CEL twin)" if m.native is not None else f"webhook only: {m.webhook_only}"
         rows.append(f"| {m.id} | {_cell(where)} |")  # plain ids: the reference tables above own the `id` rows
     for r in ALL_RULES:
-        twin = getattr(r, "native", None)
+        twin = r.native
         if twin is None:
             rows.append(f"| {r.id} | webhook only: {_cell(r.webhook_only)} |")
+        elif isinstance(r, ObjectRule):
+            kinds = ", ".join(f"{kind}s" for _group, kind, _plural in r.kinds)
+            rows.append(f"| {r.id} | ValidatingAdmissionPolicy (its CEL twin, a policy of its own), on {kinds} |")
         else:
             on = "on Pods and (validatingWorkloads) templates"
             if twin.roots == ("pod",):

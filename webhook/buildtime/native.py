@@ -75,6 +75,7 @@ VALUES: Final = {
     "nsLabels": "(toJson ((($p.gpuNamespaceSelector | default dict).matchLabels) | default dict))",
     "nsExpressions": '(include "gpu-policy.nsExpressions" $p)',
     "nsWanted": '(include "gpu-policy.nsWanted" $p | toJson)',
+    "draAdminNamespaces": "(toJson $p.draAdminAccessNamespaces)",
     # A rule's message starts with its mode's words (engine.DENY_PREFIX / WARN_PREFIX), as a CEL string.
     "prefix": f'(toJson (ternary "{DENY_PREFIX}" "{WARN_PREFIX}" (eq .mode "deny")))',
 }
@@ -278,6 +279,57 @@ def _rules() -> str:
     return out
 
 
+def _objects() -> str:
+    """Per object rule with a twin (rule.ObjectRule.native: LimitRanges, ResourceQuotas, DRA claims)
+    the body of its own ValidatingAdmissionPolicy: its kinds on create and update, the request-level
+    exemptions (namespaces, users: an object has no service account) and a deleting object let go,
+    its variables and validations over the object itself. One policy per rule, not per mode: these
+    objects are created rarely, so a policy's fixed cost is paid by no pod create."""
+    from ..policy import OBJECT_RULES
+    from ..policy.cel import NOT_DELETING, REQUEST_EXEMPTIONS
+
+    twins = [r for r in OBJECT_RULES if r.native is not None]
+    out = (
+        "{{/* The object rules with a CEL twin: in enforcement both or native, each has a ValidatingAdmissionPolicy "
+        "of its own. */}}\n"
+        f'{{{{- define "gpu-policy.nativeObjectIds" -}}}}{" ".join(r.id for r in twins)}{{{{- end -}}}}\n\n'
+    )
+    for r in twins:
+        assert r.native is not None and not r.native.roots, f"{r.id}: an object rule's twin has no roots"
+        groups: dict[str, list[str]] = {}
+        for group, _kind, plural in r.kinds:
+            groups.setdefault(group, []).append(plural)
+        lines = [
+            f"{{{{/* {r.id}, in the API server: the CEL twin in webhook/policy/rules. */}}}}",
+            f'{{{{- define "gpu-policy.nativeObject.{r.id}" -}}}}',
+            "{{- $p := .Values.policy -}}",
+            "matchConstraints:",
+            "  resourceRules:",
+        ]
+        for group, plurals in groups.items():
+            lines += [
+                f'    - apiGroups: ["{group}"]',
+                '      apiVersions: ["v1"]',
+                '      operations: ["CREATE", "UPDATE"]',
+                f"      resources: [{', '.join(json.dumps(p) for p in plurals)}]",
+            ]
+        lines.append("matchConditions:")
+        for name, cel in (*REQUEST_EXEMPTIONS, NOT_DELETING):
+            lines += [f"  - name: {name}", f"    expression: {_block(helm(cel), 6)}"]
+        lines.append("variables:")
+        for name, cel in r.native.variables:
+            lines += [f"  - name: {name}", f"    expression: {_block(helm(cel), 6)}"]
+        lines.append("validations:")
+        for check in r.native.checks:
+            lines += [
+                f"  - expression: {_block(helm(check.expression), 6)}",
+                f"    messageExpression: {_block(helm(check.message), 6)}",
+                "    reason: Forbidden",
+            ]
+        out += "\n".join([*lines, "{{- end -}}", ""]) + "\n"
+    return out
+
+
 def defines() -> str:
     """The generated defines: the CEL name lists, one MutatingAdmissionPolicy per mutation's twin
     and one ValidatingAdmissionPolicy per rule's."""
@@ -336,4 +388,4 @@ def defines() -> str:
             "",
         ]
         out += "\n".join(lines) + "\n"
-    return out + _rules()
+    return out + _rules() + _objects()

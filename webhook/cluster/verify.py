@@ -128,12 +128,12 @@ class Verifier:
         ValidatingAdmissionPolicy, bound with its mode's action, type-checked without a warning."""
         from kubernetes.client.exceptions import ApiException
 
-        from ..policy import RULES, Mode
+        from ..policy import ALL_RULES, Mode
         from ..policy.cel import ACTIONS
 
         expected = {
             r.id: ACTIONS[self.policy.mode(r.id)]
-            for r in RULES
+            for r in ALL_RULES
             if r.native is not None and self.policy.mode(r.id) is not Mode.OFF
         }
         if not expected:
@@ -547,6 +547,10 @@ RULES_ANNOTATION = "gpu-policy.io/rules"
 
 
 def _on_template(policy: dict[str, Any]) -> bool:
-    """A template path's policy (its resources are controllers, not pods): verify checks the Pods' ones."""
+    """A template path's policy (its resources are the built-in controllers): verify checks the
+    Pods' ones and the object rules' own (LimitRanges, quotas, claims), each rule once."""
+    from ..policy.cel import ROOTS
+
+    controllers = {plural for root in ROOTS[1:] for _group, plural in root.resources}
     rules = ((policy.get("spec") or {}).get("matchConstraints") or {}).get("resourceRules") or []
-    return not any("pods" in (r.get("resources") or []) for r in rules)
+    return any(controllers & set(r.get("resources") or []) for r in rules)

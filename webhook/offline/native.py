@@ -9,7 +9,8 @@ cel-python evaluates it, with what Kubernetes' CEL has and cel-python lacks:
 - `quantity(s)`, `sign(q)`, `q.compareTo(q2)`, `q.isInteger()`, `q.asInteger()` and
   `q.asApproximateFloat()` (k8s.io/apiserver/pkg/cel/library/quantity.go);
 - `list.sum()` and `list.max()` (k8s.io/apiserver/pkg/cel/library/lists.go);
-- `list.join(separator)` (cel-go's strings extension, in every Kubernetes CEL environment);
+- `list.join(separator)` and `s.substring(start[, end])` (cel-go's strings extension, in every
+  Kubernetes CEL environment);
 - the `JSONPatch{op, path, value}` objects a JSONPatch mutation builds.
 The object is shown to CEL as the API server shows it: decoded into typed structs first
 (`typed`). cel-python is optional (`pip install 'gpu-policy[cel]'`): only this command needs it.
@@ -23,7 +24,7 @@ import logging
 import re
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any, Final
@@ -31,10 +32,10 @@ from typing import Any, Final
 from ..admission import Outcome
 from ..admission.review import Request
 from ..policy import Mode, Policy, Violation
-from ..policy.cel import EXEMPTIONS, ROOTS, rooted
+from ..policy.cel import EXEMPTIONS, NOT_DELETING, REQUEST_EXEMPTIONS, ROOTS, rooted
 from ..policy.engine import DENY_PREFIX, WARN_PREFIX
 from ..policy.quantity import parse_quantity
-from ..policy.rule import NativeMutation, Rule
+from ..policy.rule import NativeMutation, ObjectRule, Rule
 from ..policy.rules.gpu_namespace_allowed import wanted
 from ..policy.vendors import AMD, INTEL
 
@@ -80,6 +81,7 @@ VALUES: Final[dict[str, Callable[[Policy], str]]] = {
         [[[k, op], list(values) or [""]] for k, op, values in p.gpu_namespace_expressions]
     ),
     "nsWanted": lambda p: json.dumps(wanted(p)),
+    "draAdminNamespaces": lambda p: json.dumps(sorted(p.dra_admin_namespaces)),
     "prefix": lambda p: json.dumps(DENY_PREFIX),  # a rule's mode decides it: render(mode=...)
 }
 _PLACEHOLDER: Final = re.compile(r"@(\w+)@")
@@ -205,6 +207,14 @@ def environment() -> tuple[Any, dict[str, Any]]:
     def join(items: Any, separator: Any) -> Any:
         return celtypes.StringType(str(separator).join(str(i) for i in items))
 
+    def substring(text: Any, start: Any, end: Any = None) -> Any:
+        # cel-go's strings extension: code point offsets, an error outside the string or when end < start.
+        value = str(text)
+        stop = len(value) if end is None else int(end)
+        if not 0 <= int(start) <= stop <= len(value):
+            raise ValueError(f"index out of range: {int(start)}, {stop}")
+        return celtypes.StringType(value[int(start) : stop])
+
     def compare_to(q: Quantity, other: Quantity) -> Any:
         return celtypes.IntType((q.value > other.value) - (q.value < other.value))
 
@@ -215,6 +225,7 @@ def environment() -> tuple[Any, dict[str, Any]]:
         "sign": sign,
         "compareTo": compare_to,
         "join": join,
+        "substring": substring,
         "isInteger": is_integer,
         "asInteger": as_integer,
         "asApproximateFloat": as_float,
@@ -389,6 +400,19 @@ class ValidatingPolicy:
         )
 
     @classmethod
+    def of_object(cls, rule: ObjectRule, policy: Policy) -> ValidatingPolicy:
+        """An object rule's own policy (LimitRanges, ResourceQuotas, DRA claims): the request-level
+        exemptions, a deleting object let go, the twin over the object itself."""
+        assert rule.native is not None
+        mode = policy.mode(rule.id)
+        return cls.compile(
+            rule.id,
+            [(n, render(c, policy, mode)) for n, c in (*REQUEST_EXEMPTIONS, NOT_DELETING)],
+            [(n, render(c, policy, mode)) for n, c in rule.native.variables],
+            [(render(c.expression, policy, mode), render(c.message, policy, mode)) for c in rule.native.checks],
+        )
+
+    @classmethod
     def of(cls, rule: Rule, policy: Policy) -> ValidatingPolicy:
         """The rule's policy on Pods (the one `check --engine cel` runs: a template's verdict is
         the workloads webhook's, which its policies agree with: tests/test_native_rules.py)."""
@@ -457,7 +481,7 @@ def request_of(namespace: str, user: str, operation: str = "CREATE", sub_resourc
 # a native finding is reported like the webhook's (text, JSON, JUnit, SARIF).
 _SENTENCE: Final = re.compile(
     r"(?:violates|would violate) GPU policy: (?P<rule>[a-z0-9-]+) \((?:(?P<label>(?:init |ephemeral )?container) "
-    r'"(?P<name>[^"]*)"|(?P<scope>pod|job)): (?P<path>\S+) (?P<detail>.*); fix: (?P<fix>.*)\)',
+    r'"(?P<name>[^"]*)"|(?P<scope>[A-Za-z]+)): (?P<path>\S+) (?P<detail>.*); fix: (?P<fix>.*)\)',
     re.S,
 )
 
@@ -482,26 +506,36 @@ class Native:
     validating: list[ValidatingPolicy]
     policy: Policy  # the whole policy: the twins' modes
     webhook: Policy  # the webhook's share: what has a twin is off
+    # The object rules' policies by the (API group, kind) they judge.
+    objects: dict[tuple[str, str], list[ValidatingPolicy]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, policy: Policy) -> Native:
-        from ..policy import MUTATIONS, RULES
+        from ..policy import MUTATIONS, OBJECT_RULES, RULES
 
         mutations = [m for m in MUTATIONS if m.native is not None and m.enabled(policy)]
         # The twins that judge Pods (gpu-job-deadline's judges the templates in a JobSpec only).
         rules = [
             r for r in RULES if r.native is not None and r.native.judges("pod") and policy.mode(r.id) is not Mode.OFF
         ]
+        object_rules = [r for r in OBJECT_RULES if r.native is not None and policy.mode(r.id) is not Mode.OFF]
         webhook = policy
         if any(m.id == "isolate-non-gpu" for m in mutations):  # the one mutation with a twin
             webhook = replace(webhook, isolate_non_gpu=False)
-        if rules:
-            webhook = replace(webhook, modes={**webhook.modes, **{r.id: Mode.OFF for r in rules}})
+        if rules or object_rules:
+            native_ids = [r.id for r in rules] + [r.id for r in object_rules]
+            webhook = replace(webhook, modes={**webhook.modes, **dict.fromkeys(native_ids, Mode.OFF)})
+        objects: dict[tuple[str, str], list[ValidatingPolicy]] = {}
+        for r in object_rules:
+            compiled = ValidatingPolicy.of_object(r, policy)
+            for group, kind, _plural in r.kinds:
+                objects.setdefault((group, kind), []).append(compiled)
         return cls(
             [MutatingPolicy.of(m.native, policy) for m in mutations if m.native is not None],
             [ValidatingPolicy.of(r, policy) for r in rules],
             policy,
             webhook,
+            objects,
         )
 
     def admit(self, obj: dict[str, Any], namespace: str, user: str, operation: str = "CREATE") -> dict[str, Any]:
@@ -510,22 +544,29 @@ class Native:
             obj = compiled.apply(obj, request_of(namespace, user, operation))
         return obj
 
-    def findings(self, obj: dict[str, Any], namespace: str, user: str) -> list[Violation]:
-        """What the ValidatingAdmissionPolicies find in `obj` (CelFailed: the API server refuses it)."""
+    def findings(
+        self, obj: dict[str, Any], namespace: str, user: str, policies: list[ValidatingPolicy] | None = None
+    ) -> list[Violation]:
+        """What the ValidatingAdmissionPolicies (the Pods' by default) find in `obj` (CelFailed:
+        the API server refuses it)."""
         request = request_of(namespace, user)
-        return [violation_of(v.name, m) for v in self.validating for m in v.failures(obj, request)]
+        judges = self.validating if policies is None else policies
+        return [violation_of(v.name, m) for v in judges for m in v.failures(obj, request)]
 
     def validate(self, req: Request) -> Outcome:
         """The API server's verdict on `req`: a Pod through the policies, then the webhook's share
-        (on the pod as they left it); any other kind through the webhook alone."""
+        (on the pod as they left it); an object an object rule's twin judges through its policies,
+        then the webhook's share; any other kind through the webhook alone."""
         from .. import admission
         from ..admission import Decision
 
-        if req.kind != "Pod" or req.group or not isinstance(req.object, dict):
+        objects = self.objects.get((req.group, req.kind))
+        pod = req.kind == "Pod" and not req.group
+        if not isinstance(req.object, dict) or not (pod or objects):
             return admission.validate(req, self.policy)
         try:
-            obj = self.admit(req.object, req.namespace, req.user)
-            found = self.findings(obj, req.namespace, req.user)
+            obj = self.admit(req.object, req.namespace, req.user) if pod else req.object
+            found = self.findings(obj, req.namespace, req.user, None if pod else objects)
         except CelFailed as exc:
             return Outcome(Decision.DENIED, message=f"a native policy failed, so the API server would refuse it: {exc}")
         outcome = admission.validate(req.with_object(obj), self.webhook)

@@ -39,11 +39,16 @@ SERVICE_ACCOUNT: Final = (
     "(has(object.spec.serviceAccount) ? object.spec.serviceAccount : 'default'))"
 )
 
-# engine.exempt and decide._exempt, as match conditions: the exempt namespaces, users and service
-# accounts (the same three a Pod Security Admission configuration has).
-EXEMPTIONS: Final = (
+# decide._exempt, as match conditions: the exempt namespaces and users, which apply to every kind.
+REQUEST_EXEMPTIONS: Final = (
     ("not-exempt-namespace", "!(request.namespace in @exemptNamespaces@)"),
     ("not-exempt-user", "!(request.userInfo.username in @exemptUsernames@)"),
+)
+# With engine.exempt's service accounts, for pods (the same three a Pod Security Admission
+# configuration has). Not for other objects: a LimitRange has no service account, and the
+# pod's default would read its namespace's `default` account as the object's.
+EXEMPTIONS: Final = (
+    *REQUEST_EXEMPTIONS,
     (
         "not-exempt-service-account",
         f"!((request.namespace + '/' + {SERVICE_ACCOUNT}) in @exemptServiceAccounts@)",

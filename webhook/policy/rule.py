@@ -159,6 +159,9 @@ class ObjectRule:
     triggers: tuple[Trigger, ...]  # only the texts count for objects: Where is ignored
     example: dict[str, Any]
     default_mode: Mode = Mode.DENY
+    # Its CEL twin over the object itself (`object` is the LimitRange, the claim...; `roots` is
+    # unused): the chart installs one ValidatingAdmissionPolicy per object rule, on its kinds.
+    native: NativeRule | None = None
     webhook_only: str = NOT_YET
 
 

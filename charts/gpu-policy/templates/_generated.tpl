@@ -74,7 +74,7 @@ watches them (webhook.policy.engine.watches_namespaces) and the ClusterRole gran
 - apiGroups: [""]
   apiVersions: ["v1"]
   operations: ["CREATE", "UPDATE"]
-  resources: ["podtemplates", "replicationcontrollers", "limitranges", "resourcequotas"]
+  resources: ["podtemplates", "replicationcontrollers"]
   scope: "Namespaced"
 - apiGroups: ["apps"]
   apiVersions: ["v1"]
@@ -86,11 +86,18 @@ watches them (webhook.policy.engine.watches_namespaces) and the ClusterRole gran
   operations: ["CREATE", "UPDATE"]
   resources: ["jobs", "cronjobs"]
   scope: "Namespaced"
+{{- if ne (include "gpu-policy.enforcement" .) "native" }}
+- apiGroups: [""]
+  apiVersions: ["v1"]
+  operations: ["CREATE", "UPDATE"]
+  resources: ["limitranges", "resourcequotas"]
+  scope: "Namespaced"
 - apiGroups: ["resource.k8s.io"]
   apiVersions: ["v1"]
   operations: ["CREATE", "UPDATE"]
   resources: ["resourceclaims", "resourceclaimtemplates"]
   scope: "Namespaced"
+{{- end }}
 {{- if .Values.webhook.customResources.volcano }}
 - apiGroups: ["batch.volcano.sh"]
   apiVersions: ["*"]
@@ -2447,5 +2454,119 @@ matchConditions:
   messageExpression: |-
       {{ (toJson (ternary "violates GPU policy: " "would violate GPU policy: " (eq .mode "deny"))) }} + "amd-runtime-envfrom (ephemeral container \"" + object.spec.jobTemplate.spec.template.spec.ephemeralContainers[variables.amd_runtime_envfrom_fromEphemeralContainers[0]].name + '": spec.jobTemplate.spec.template.spec.ephemeralContainers[' + string(variables.amd_runtime_envfrom_fromEphemeralContainers[0]) + ']' + '.envFrom[' + string(variables.amd_runtime_envfrom_itemEphemeralContainers) + '] ' + 'loads ' + (has(object.spec.jobTemplate.spec.template.spec.ephemeralContainers[variables.amd_runtime_envfrom_fromEphemeralContainers[0]].envFrom[variables.amd_runtime_envfrom_itemEphemeralContainers].secretRef) ? 'Secret "' + (has(object.spec.jobTemplate.spec.template.spec.ephemeralContainers[variables.amd_runtime_envfrom_fromEphemeralContainers[0]].envFrom[variables.amd_runtime_envfrom_itemEphemeralContainers].secretRef.name) ? object.spec.jobTemplate.spec.template.spec.ephemeralContainers[variables.amd_runtime_envfrom_fromEphemeralContainers[0]].envFrom[variables.amd_runtime_envfrom_itemEphemeralContainers].secretRef.name : '') + '"' : (has(object.spec.jobTemplate.spec.template.spec.ephemeralContainers[variables.amd_runtime_envfrom_fromEphemeralContainers[0]].envFrom[variables.amd_runtime_envfrom_itemEphemeralContainers].configMapRef) ? 'ConfigMap "' + (has(object.spec.jobTemplate.spec.template.spec.ephemeralContainers[variables.amd_runtime_envfrom_fromEphemeralContainers[0]].envFrom[variables.amd_runtime_envfrom_itemEphemeralContainers].configMapRef.name) ? object.spec.jobTemplate.spec.template.spec.ephemeralContainers[variables.amd_runtime_envfrom_fromEphemeralContainers[0]].envFrom[variables.amd_runtime_envfrom_itemEphemeralContainers].configMapRef.name : '') + '"' : 'its source')) + ' with ' + (has(object.spec.jobTemplate.spec.template.spec.ephemeralContainers[variables.amd_runtime_envfrom_fromEphemeralContainers[0]].envFrom[variables.amd_runtime_envfrom_itemEphemeralContainers].prefix) && object.spec.jobTemplate.spec.template.spec.ephemeralContainers[variables.amd_runtime_envfrom_fromEphemeralContainers[0]].envFrom[variables.amd_runtime_envfrom_itemEphemeralContainers].prefix != '' ? 'prefix "' + object.spec.jobTemplate.spec.template.spec.ephemeralContainers[variables.amd_runtime_envfrom_fromEphemeralContainers[0]].envFrom[variables.amd_runtime_envfrom_itemEphemeralContainers].prefix + '"' : 'no prefix') + ': a key there becomes ' + (["AMD_VISIBLE_DEVICES"].filter(n, n.startsWith((has(object.spec.jobTemplate.spec.template.spec.ephemeralContainers[variables.amd_runtime_envfrom_fromEphemeralContainers[0]].envFrom[variables.amd_runtime_envfrom_itemEphemeralContainers].prefix) ? object.spec.jobTemplate.spec.template.spec.ephemeralContainers[variables.amd_runtime_envfrom_fromEphemeralContainers[0]].envFrom[variables.amd_runtime_envfrom_itemEphemeralContainers].prefix : '')) && !(has(object.spec.jobTemplate.spec.template.spec.ephemeralContainers[variables.amd_runtime_envfrom_fromEphemeralContainers[0]].env) && object.spec.jobTemplate.spec.template.spec.ephemeralContainers[variables.amd_runtime_envfrom_fromEphemeralContainers[0]].env.exists(e, e.name == n))) + ["DOCKER_RESOURCE_"].filter(p, p.startsWith((has(object.spec.jobTemplate.spec.template.spec.ephemeralContainers[variables.amd_runtime_envfrom_fromEphemeralContainers[0]].envFrom[variables.amd_runtime_envfrom_itemEphemeralContainers].prefix) ? object.spec.jobTemplate.spec.template.spec.ephemeralContainers[variables.amd_runtime_envfrom_fromEphemeralContainers[0]].envFrom[variables.amd_runtime_envfrom_itemEphemeralContainers].prefix : '')) || (has(object.spec.jobTemplate.spec.template.spec.ephemeralContainers[variables.amd_runtime_envfrom_fromEphemeralContainers[0]].envFrom[variables.amd_runtime_envfrom_itemEphemeralContainers].prefix) ? object.spec.jobTemplate.spec.template.spec.ephemeralContainers[variables.amd_runtime_envfrom_fromEphemeralContainers[0]].envFrom[variables.amd_runtime_envfrom_itemEphemeralContainers].prefix : '').startsWith(p)).map(p, p + '*')).join(' or ') + ", which the AMD Container Runtime reads as the GPUs to add (the owner can change it after admission); fix: " + (variables.shared_nodeAgent ? "if this is a trusted GPU node agent, the platform exempts it: \"" + (request.namespace != '' ? request.namespace : '<namespace>') + '/' + (has(object.spec.jobTemplate.spec.template.spec.serviceAccountName) ? object.spec.jobTemplate.spec.template.spec.serviceAccountName : (has(object.spec.jobTemplate.spec.template.spec.serviceAccount) ? object.spec.jobTemplate.spec.template.spec.serviceAccount : 'default')) + "\" in exemptServiceAccounts (or its namespace in exemptNamespaces); otherwise " : '') + "give envFrom[" + string(variables.amd_runtime_envfrom_itemEphemeralContainers) + "] a prefix that rules out DOCKER_RESOURCE_, such as APP_, or list the keys the container needs with env[].valueFrom" + ')'
   reason: Forbidden
+{{- end -}}
+
+{{/* The object rules with a CEL twin: in enforcement both or native, each has a ValidatingAdmissionPolicy of its own. */}}
+{{- define "gpu-policy.nativeObjectIds" -}}gpu-limitrange gpu-quota-advice dra-admin-access{{- end -}}
+
+{{/* gpu-limitrange, in the API server: the CEL twin in webhook/policy/rules. */}}
+{{- define "gpu-policy.nativeObject.gpu-limitrange" -}}
+{{- $p := .Values.policy -}}
+matchConstraints:
+  resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE", "UPDATE"]
+      resources: ["limitranges"]
+matchConditions:
+  - name: not-exempt-namespace
+    expression: |-
+      !(request.namespace in {{ (toJson (concat $p.exemptNamespaces .Values.webhook.excludedNamespaces (list .Release.Namespace) | uniq)) }})
+  - name: not-exempt-user
+    expression: |-
+      !(request.userInfo.username in {{ (toJson $p.exemptUsernames) }})
+  - name: not-being-deleted
+    expression: |-
+      !has(object.metadata.deletionTimestamp)
+variables:
+  - name: hits
+    expression: |-
+      has(object.spec.limits) ? lists.range(size(object.spec.limits)).map(i, [(has(object.spec.limits[i].default) ? object.spec.limits[i].default.filter(k, k.contains('/') && {{ (include "gpu-policy.celNames" (default (list) (concat (prepend $p.gpuDeviceResources $p.gpuResourceName) (ternary (list "amd.com/gpu" "amd.com/*_nps1" "amd.com/*_nps2" "amd.com/*_nps4" "amd.com/*_nps8") (list) $p.vendors.amd.enabled) (ternary (list "gpu.intel.com/i915" "gpu.intel.com/xe" "gpu.intel.com/dxg" "intel.com/gpu" "gpu.intel.com/monitoring" "gpu.intel.com/i915_monitoring" "gpu.intel.com/xe_monitoring") (list) $p.vendors.intel.enabled)))) }}.exists(p, p[2] == '=' ? k == p[0] : (k.startsWith(p[0]) && k.endsWith(p[1]) && size(k) >= size(p[0]) + size(p[1])))) : []), (has(object.spec.limits[i].defaultRequest) ? object.spec.limits[i].defaultRequest.filter(k, k.contains('/') && {{ (include "gpu-policy.celNames" (default (list) (concat (prepend $p.gpuDeviceResources $p.gpuResourceName) (ternary (list "amd.com/gpu" "amd.com/*_nps1" "amd.com/*_nps2" "amd.com/*_nps4" "amd.com/*_nps8") (list) $p.vendors.amd.enabled) (ternary (list "gpu.intel.com/i915" "gpu.intel.com/xe" "gpu.intel.com/dxg" "intel.com/gpu" "gpu.intel.com/monitoring" "gpu.intel.com/i915_monitoring" "gpu.intel.com/xe_monitoring") (list) $p.vendors.intel.enabled)))) }}.exists(p, p[2] == '=' ? k == p[0] : (k.startsWith(p[0]) && k.endsWith(p[1]) && size(k) >= size(p[0]) + size(p[1])))) : [])]) : []
+  - name: found
+    expression: |-
+      lists.range(size(variables.hits)).filter(i, size(variables.hits[i][0] + variables.hits[i][1]) > 0)
+  - name: field
+    expression: |-
+      size(variables.hits[variables.found[0]][0]) > 0 ? 0 : 1
+  - name: name
+    expression: |-
+      variables.hits[variables.found[0]][variables.field].min()
+  - name: values
+    expression: |-
+      variables.field == 0 ? object.spec.limits[variables.found[0]].default : object.spec.limits[variables.found[0]].defaultRequest
+validations:
+  - expression: |-
+      size(variables.found) == 0
+    messageExpression: |-
+      {{ (toJson (ternary "violates GPU policy: " "would violate GPU policy: " (eq .mode "deny"))) }} + "gpu-limitrange (LimitRange: spec.limits[" + string(variables.found[0]) + '].' + (variables.field == 0 ? "default" : "defaultRequest") + "[\"" + variables.name + "\"] " + "is " + (type(variables.values[variables.name]) == string ? '"' + variables.values[variables.name] + '"' : string(variables.values[variables.name])) + ": every container without its own " + variables.name + " would be given one" + '; fix: ' + "remove " + variables.name + " from default and defaultRequest; cap GPU use with a ResourceQuota on requests." + variables.name + ')'
+    reason: Forbidden
+{{- end -}}
+
+{{/* gpu-quota-advice, in the API server: the CEL twin in webhook/policy/rules. */}}
+{{- define "gpu-policy.nativeObject.gpu-quota-advice" -}}
+{{- $p := .Values.policy -}}
+matchConstraints:
+  resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE", "UPDATE"]
+      resources: ["resourcequotas"]
+matchConditions:
+  - name: not-exempt-namespace
+    expression: |-
+      !(request.namespace in {{ (toJson (concat $p.exemptNamespaces .Values.webhook.excludedNamespaces (list .Release.Namespace) | uniq)) }})
+  - name: not-exempt-user
+    expression: |-
+      !(request.userInfo.username in {{ (toJson $p.exemptUsernames) }})
+  - name: not-being-deleted
+    expression: |-
+      !has(object.metadata.deletionTimestamp)
+variables:
+  - name: keys
+    expression: |-
+      has(object.spec.hard) ? object.spec.hard.filter(k, (k.startsWith("limits.") ? k.substring(7) : k).contains('/') && ({{ (include "gpu-policy.celNames" (default (list) (concat (prepend $p.gpuDeviceResources $p.gpuResourceName) (ternary (list "amd.com/gpu" "amd.com/*_nps1" "amd.com/*_nps2" "amd.com/*_nps4" "amd.com/*_nps8") (list) $p.vendors.amd.enabled) (ternary (list "gpu.intel.com/i915" "gpu.intel.com/xe" "gpu.intel.com/dxg" "intel.com/gpu" "gpu.intel.com/monitoring" "gpu.intel.com/i915_monitoring" "gpu.intel.com/xe_monitoring") (list) $p.vendors.intel.enabled)))) }}.exists(p, p[2] == '=' ? (k.startsWith("limits.") ? k.substring(7) : k) == p[0] : ((k.startsWith("limits.") ? k.substring(7) : k).startsWith(p[0]) && (k.startsWith("limits.") ? k.substring(7) : k).endsWith(p[1]) && size((k.startsWith("limits.") ? k.substring(7) : k)) >= size(p[0]) + size(p[1]))) || {{ (include "gpu-policy.celNames" (default (list) (concat $p.gpuCompanionResources (ternary (list "amd.com/gpu-mem" "amd.com/gpu-core-pct") (list) $p.vendors.amd.enabled) (ternary (list "gpu.intel.com/millicores" "gpu.intel.com/memory.max" "gpu.intel.com/tiles") (list) $p.vendors.intel.enabled)))) }}.exists(p, p[2] == '=' ? (k.startsWith("limits.") ? k.substring(7) : k) == p[0] : ((k.startsWith("limits.") ? k.substring(7) : k).startsWith(p[0]) && (k.startsWith("limits.") ? k.substring(7) : k).endsWith(p[1]) && size((k.startsWith("limits.") ? k.substring(7) : k)) >= size(p[0]) + size(p[1]))))) : []
+  - name: name
+    expression: |-
+      (variables.keys.min().startsWith("limits.") ? variables.keys.min().substring(7) : variables.keys.min())
+validations:
+  - expression: |-
+      size(variables.keys) == 0
+    messageExpression: |-
+      {{ (toJson (ternary "violates GPU policy: " "would violate GPU policy: " (eq .mode "deny"))) }} + "gpu-quota-advice (ResourceQuota: spec.hard[\"" + variables.keys.min() + "\"] is " + (type(object.spec.hard[variables.keys.min()]) == string ? '"' + object.spec.hard[variables.keys.min()] + '"' : string(object.spec.hard[variables.keys.min()])) + ", but quota counts " + variables.name + " only as requests." + variables.name + ": this caps nothing" + '; fix: ' + "name it \"requests." + variables.name + "\" (GPUs cannot be overcommitted: what a pod requests, it holds)" + ')'
+    reason: Forbidden
+{{- end -}}
+
+{{/* dra-admin-access, in the API server: the CEL twin in webhook/policy/rules. */}}
+{{- define "gpu-policy.nativeObject.dra-admin-access" -}}
+{{- $p := .Values.policy -}}
+matchConstraints:
+  resourceRules:
+    - apiGroups: ["resource.k8s.io"]
+      apiVersions: ["v1"]
+      operations: ["CREATE", "UPDATE"]
+      resources: ["resourceclaims", "resourceclaimtemplates"]
+matchConditions:
+  - name: not-exempt-namespace
+    expression: |-
+      !(request.namespace in {{ (toJson (concat $p.exemptNamespaces .Values.webhook.excludedNamespaces (list .Release.Namespace) | uniq)) }})
+  - name: not-exempt-user
+    expression: |-
+      !(request.userInfo.username in {{ (toJson $p.exemptUsernames) }})
+  - name: not-being-deleted
+    expression: |-
+      !has(object.metadata.deletionTimestamp)
+variables:
+  - name: requests
+    expression: |-
+      object.kind == "ResourceClaimTemplate" ? (has(dyn(object.spec).spec) ? (has(dyn(object.spec).spec.devices) && has(dyn(object.spec).spec.devices.requests) ? dyn(object.spec).spec.devices.requests : []) : []) : (has(dyn(object.spec).devices) && has(dyn(object.spec).devices.requests) ? dyn(object.spec).devices.requests : [])
+  - name: found
+    expression: |-
+      lists.range(size(variables.requests)).filter(i, ((has(variables.requests[i].exactly) && has(variables.requests[i].exactly.adminAccess) && variables.requests[i].exactly.adminAccess == true) || (has(variables.requests[i].adminAccess) && variables.requests[i].adminAccess == true)))
+validations:
+  - expression: |-
+      (has(object.metadata.namespace) && object.metadata.namespace in {{ (toJson $p.draAdminAccessNamespaces) }}) || size(variables.found) == 0
+    messageExpression: |-
+      {{ (toJson (ternary "violates GPU policy: " "would violate GPU policy: " (eq .mode "deny"))) }} + "dra-admin-access (" + object.kind + ': ' + (object.kind == "ResourceClaimTemplate" ? 'spec.spec.devices.requests[' : 'spec.devices.requests[') + string(variables.found[0]) + '].' + ((has(variables.requests[variables.found[0]].exactly) && has(variables.requests[variables.found[0]].exactly.adminAccess) && variables.requests[variables.found[0]].exactly.adminAccess == true) ? "exactly.adminAccess" : "adminAccess") + " is true: the claim is given devices in use by other pods, GPUs of other jobs included, which the namespace label alone permits; fix: remove adminAccess, or ask the platform to list the namespace in draAdminAccessNamespaces for its monitoring agents)"
+    reason: Forbidden
 {{- end -}}
 

@@ -13,19 +13,32 @@ flagged by default; with `rules: {dra-admin-access: deny}` only the listed names
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
-from ..rule import ObjectRule, Trigger, Where
+from ..cel import Check, lit
+from ..rule import NativeRule, ObjectRule, Trigger, Where
 from ..shapes import ShapeError, type_name
 from ..types import Mode, Policy, Violation
 
 ID = "dra-admin-access"
+TEMPLATE: Final = "ResourceClaimTemplate"  # its claim's spec sits under spec.spec
+# Where a request asks for admin access: resource.k8s.io/v1 (and v1beta2) under `exactly`, v1beta1 on
+# the request itself; looked at in this order.
+WHERE: Final = ("exactly.adminAccess", "adminAccess")
+DETAIL: Final = (
+    "is true: the claim is given devices in use by other pods, GPUs of other jobs included, which the namespace "
+    "label alone permits"
+)
+FIX: Final = (
+    "remove adminAccess, or ask the platform to list the namespace in draAdminAccessNamespaces for its monitoring "
+    "agents"
+)
 
 
 def _requests(obj: dict[str, Any]) -> tuple[str, Any]:
     spec = obj.get("spec")
     base = "spec"
-    if obj.get("kind") == "ResourceClaimTemplate":
+    if obj.get("kind") == TEMPLATE:
         spec = spec.get("spec") if isinstance(spec, dict) else None
         base = "spec.spec"
     if spec is None:
@@ -52,7 +65,7 @@ def check(obj: dict[str, Any], policy: Policy) -> list[Violation]:
         if not isinstance(request, dict):
             continue
         exactly = request.get("exactly")
-        for where, holder in (("exactly.adminAccess", exactly), ("adminAccess", request)):
+        for where, holder in zip(WHERE, (exactly, request), strict=True):
             if isinstance(holder, dict) and holder.get("adminAccess") is True:
                 out.append(
                     Violation(
@@ -67,6 +80,48 @@ def check(obj: dict[str, Any], policy: Policy) -> list[Violation]:
                     )
                 )
     return out
+
+
+# ---- The CEL twin (a ValidatingAdmissionPolicy on ResourceClaims and ResourceClaimTemplates). The
+# two kinds and API versions place the requests and the flag differently, so the twin reads them
+# through dyn(): a field one of them lacks is then not a type-check warning, and has() of it is
+# false at run time. The message names the first request that asks, as the webhook does.
+_SPEC: Final = "dyn(object.spec)"
+_TEMPLATE: Final = f"object.kind == {lit(TEMPLATE)}"
+
+
+def _requests_of(spec: str) -> str:
+    return f"(has({spec}.devices) && has({spec}.devices.requests) ? {spec}.devices.requests : [])"
+
+
+def _exactly(r: str) -> str:
+    return f"(has({r}.exactly) && has({r}.exactly.adminAccess) && {r}.exactly.adminAccess == true)"
+
+
+def _asks(r: str) -> str:
+    return f"({_exactly(r)} || (has({r}.adminAccess) && {r}.adminAccess == true))"
+
+
+_FIRST: Final = "variables.found[0]"
+NATIVE: Final = NativeRule(
+    (
+        (
+            "requests",
+            f"{_TEMPLATE} ? (has({_SPEC}.spec) ? {_requests_of(f'{_SPEC}.spec')} : []) : {_requests_of(_SPEC)}",
+        ),
+        ("found", f"lists.range(size(variables.requests)).filter(i, {_asks('variables.requests[i]')})"),
+    ),
+    (
+        Check(
+            "(has(object.metadata.namespace) && object.metadata.namespace in @draAdminNamespaces@) || "
+            "size(variables.found) == 0",
+            f"@prefix@ + {lit(ID + ' (')} + object.kind + ': ' + "
+            f"({_TEMPLATE} ? 'spec.spec.devices.requests[' : 'spec.devices.requests[') + string({_FIRST}) + '].' + "
+            f"({_exactly(f'variables.requests[{_FIRST}]')} ? {lit(WHERE[0])} : {lit(WHERE[1])}) + "
+            f"{lit(' ' + DETAIL + '; fix: ' + FIX + ')')}",
+        ),
+    ),
+)
 
 
 RULE: ObjectRule = ObjectRule(
@@ -92,4 +147,6 @@ RULE: ObjectRule = ObjectRule(
         },
     },
     default_mode=Mode.WARN,
+    native=NATIVE,
+    webhook_only="",
 )

@@ -7,15 +7,22 @@ Restricted fields (LimitRange): spec.limits[*].default[<GPU>], spec.limits[*].de
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
+from ..cel import Check, described, lit, named
 from ..gpus import is_device
 from ..quantity import describe
-from ..rule import GPU_REQUEST, ObjectRule
+from ..rule import GPU_REQUEST, NativeRule, ObjectRule
 from ..shapes import ShapeError
 from ..types import Policy, Violation
 
 ID = "gpu-limitrange"
+FIELDS: Final = ("default", "defaultRequest")  # the two maps LimitRanger copies into containers
+
+# The sentence's pieces, shared by the rule and its twin: detail = DETAIL[0] + value + DETAIL[1]
+# + resource + DETAIL[2]; fix = FIX[0] + resource + FIX[1] + resource.
+DETAIL: Final = ("is ", ": every container without its own ", " would be given one")
+FIX: Final = ("remove ", " from default and defaultRequest; cap GPU use with a ResourceQuota on requests.")
 
 
 def check(obj: dict[str, Any], policy: Policy) -> list[Violation]:
@@ -29,7 +36,7 @@ def check(obj: dict[str, Any], policy: Policy) -> list[Violation]:
     for i, item in enumerate(limits):
         if not isinstance(item, dict):
             raise ShapeError(f"spec.limits[{i}]", "must be an object")
-        for field in ("default", "defaultRequest"):
+        for field in FIELDS:
             values = item.get(field)
             if values is not None and not isinstance(values, dict):
                 raise ShapeError(f"spec.limits[{i}].{field}", "must be an object")
@@ -42,15 +49,51 @@ def check(obj: dict[str, Any], policy: Policy) -> list[Violation]:
                     Violation(
                         rule=ID,
                         path=f'spec.limits[{i}].{field}["{resource}"]',
-                        detail=f"is {describe(values[resource])}: every container without its own "
-                        f"{resource} would be given one",
-                        fix=f"remove {resource} from default and defaultRequest; cap GPU use with a "
-                        f"ResourceQuota on requests.{resource}",
+                        detail=f"{DETAIL[0]}{describe(values[resource])}{DETAIL[1]}{resource}{DETAIL[2]}",
+                        fix=f"{FIX[0]}{resource}{FIX[1]}{resource}",
                         value=describe(values[resource]),
                         scope="LimitRange",
                     )
                 )
     return out
+
+
+# ---- The CEL twin (a ValidatingAdmissionPolicy on LimitRanges). Per item of spec.limits, the GPU
+# device names of default and defaultRequest; the message names the first item with one, default
+# before defaultRequest, and its smallest name: the webhook's first finding, since the API server
+# serialises a map sorted by key (CEL ranges over a map in no fixed order).
+def _gpu_names(field: str) -> str:
+    m = f"object.spec.limits[i].{field}"
+    return f"(has({m}) ? {m}.filter(k, k.contains('/') && {named('k', '@devices@')}) : [])"
+
+
+_ITEM: Final = "variables.found[0]"
+NATIVE: Final = NativeRule(
+    (
+        (
+            "hits",
+            "has(object.spec.limits) ? lists.range(size(object.spec.limits))"
+            f".map(i, [{_gpu_names(FIELDS[0])}, {_gpu_names(FIELDS[1])}]) : []",
+        ),
+        ("found", "lists.range(size(variables.hits)).filter(i, size(variables.hits[i][0] + variables.hits[i][1]) > 0)"),
+        ("field", f"size(variables.hits[{_ITEM}][0]) > 0 ? 0 : 1"),  # index into FIELDS
+        ("name", f"variables.hits[{_ITEM}][variables.field].min()"),
+        (
+            "values",
+            f"variables.field == 0 ? object.spec.limits[{_ITEM}].{FIELDS[0]} : object.spec.limits[{_ITEM}].{FIELDS[1]}",
+        ),
+    ),
+    (
+        Check(
+            "size(variables.found) == 0",
+            f"@prefix@ + {lit(ID + ' (LimitRange: spec.limits[')} + string({_ITEM}) + '].' + "
+            f"(variables.field == 0 ? {lit(FIELDS[0])} : {lit(FIELDS[1])}) + {lit('[' + chr(34))} + variables.name + "
+            f"{lit(chr(34) + '] ')} + "
+            f"{lit(DETAIL[0])} + {described('variables.values[variables.name]')} + {lit(DETAIL[1])} + variables.name + "
+            f"{lit(DETAIL[2])} + '; fix: ' + {lit(FIX[0])} + variables.name + {lit(FIX[1])} + variables.name + ')'",
+        ),
+    ),
+)
 
 
 RULE: ObjectRule = ObjectRule(
@@ -64,4 +107,6 @@ RULE: ObjectRule = ObjectRule(
     reads=("spec.limits[*].default", "spec.limits[*].defaultRequest"),
     triggers=GPU_REQUEST,
     example={"spec": {"limits": [{"type": "Container", "default": {"nvidia.com/gpu": "1"}}]}},
+    native=NATIVE,
+    webhook_only="",
 )
