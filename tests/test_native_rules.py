@@ -156,6 +156,16 @@ EDGE = {
     "value-from": pod(container(env=[env(NVD, **FIELD)])),
     "void-then-all": pod(container(env=[env(NVD, "void"), env(NVD, "all")])),
     "gpu-container-all": pod(container(gpu="1", env=[env(NVD, "all")])),
+    # The fix names the container's own resource (gpus.resource_hint): a device, a companion, AMD's.
+    "mig-container-all": pod(container(resources={"limits": {"nvidia.com/mig-1g.5gb": "1"}}, env=[env(NVD, "all")])),
+    "gpu-and-mig-all": pod(
+        container(resources={"limits": {"nvidia.com/mig-1g.5gb": "1", "nvidia.com/gpu": "1"}}, env=[env(NVD, "0")])
+    ),
+    "companion-all": pod(container(resources={"limits": {"nvidia.com/gpumem": "4000"}}, env=[env(NVD, "all")])),
+    "amd-partition-env": pod(
+        container(resources={"limits": {"amd.com/cpx_nps4": "1"}}, env=[env("AMD_VISIBLE_DEVICES", "0")])
+    ),
+    "amd-env-on-nvidia": pod(container(gpu="1", env=[env("AMD_VISIBLE_DEVICES", "0")])),
     "lower-case-name": pod(container(env=[env("nvidia_visible_devices", "all")])),
     "init": pod(container(), initContainers=[container("i", env=[env("X", "1"), env(NVD, "0")])]),
     "ephemeral": pod(container(), ephemeralContainers=[container("d", env=[env(NVD, "all")])]),

@@ -159,7 +159,9 @@ class EnvGrant:
     match: Callable[[str], str]
     allowed: frozenset[str]
     detail: Callable[[str, str], str]  # (n, v) -> CEL string: what the value does
-    fix: Callable[[str], str]  # n -> CEL string: what to do instead
+    # (n, hint) -> CEL string: what to do instead; `hint` is the CEL of the resource the fix should
+    # name (gpus.resource_hint of the entry's container: resource_hint below)
+    fix: Callable[[str, str], str]
     # (e, c, kind, i) -> CEL: entry e of container c (index i of its kind's list) is allowed anyway
     exempt: Callable[[str, str, ContainerKind, str], str] | None = None
 
@@ -263,7 +265,11 @@ def env_checks(
             f"' through valueFrom, which admission cannot check') : ({g.detail(f'{e}.name', value)}))"
             for g in families
         )
-        fixes = " : ".join(f"{g.match(f'{e}.name')} ? ({g.fix(f'{e}.name')})" for g in families)
+        fixes = " : ".join(
+            f"{g.match(f'{e}.name')} ? ({g.fix(f'{e}.name', f'variables.hint{name}')})" for g in families
+        )
+        if f"variables.hint{name}" in fixes:  # a fix names the container's resource (read only there)
+            out.append((f"hint{name}", resource_hint(f"{items}[{first}[0]]")))
         message = (
             f"@prefix@ + {lit(rule + ' (' + kind.label + ' ' + chr(34))} + {items}[{first}[0]].name + '\": ' + {at} "
             f"+ '.env[' + string({first}[1]) + '] ' + ({words} : '') + '; fix: ' + {agent_lead()} "
@@ -370,6 +376,29 @@ def device_names(c: str, patterns: str = "@devices@") -> str:
         f"((has({c}.resources) && has({c}.resources.{side})) ? {c}.resources.{side}.filter(k, k.contains('/') && "
         f"{named('k', patterns)} && sign(quantity({c}.resources.{side}[k])) != 0) : [])"
         for side in ("limits", "requests")
+    )
+
+
+def _first_named(c: str, patterns: str) -> str:
+    """The first of container `c`'s resources matching `patterns` with a count other than 0, as
+    gpus._resource_source meets them (limits, then requests; in each the smallest name, the first
+    in the map the API server serialises sorted by key), or ''."""
+    sides = [
+        f"((has({c}.resources) && has({c}.resources.{side})) ? {c}.resources.{side}.filter(k, k.contains('/') && "
+        f"{named('k', patterns)} && sign(quantity({c}.resources.{side}[k])) != 0) : [])"
+        for side in ("limits", "requests")
+    ]
+    return f"(size({sides[0]}) > 0 ? {sides[0]}.min() : (size({sides[1]}) > 0 ? {sides[1]}.min() : ''))"
+
+
+def resource_hint(c: str) -> str:
+    """gpus.resource_hint of container `c`: the resource a fix should name, the GPU resource itself
+    if it asks for it, else its first device resource, else its first companion, else the GPU
+    resource (as the variable of a message: lazily evaluated, only for a fix)."""
+    device, companion = _first_named(c, "@devices@"), _first_named(c, "@companions@")
+    return (
+        f"'@resourceName@' in {device_names(c)} ? '@resourceName@' : ({device} != '' ? {device} : "
+        f"({companion} != '' ? {companion} : '@resourceName@'))"
     )
 
 

@@ -57,7 +57,7 @@ def _family(names: tuple[str, ...], fix: str) -> EnvGrant:
         match=lambda n: "(" + " || ".join(f"{n} == '{name}'" for name in names) + ")",
         allowed=NO_DEVICES,
         detail=lambda n, v: f"'sets ' + {n} + '=' + {quoted(v)} + {lit(UNCOUNTED)}",
-        fix=lambda n: lit(fix),
+        fix=lambda n, _hint: lit(fix),
     )
 
 

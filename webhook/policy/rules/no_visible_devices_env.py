@@ -99,8 +99,16 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
 
 
 # ---- The CEL twin (a ValidatingAdmissionPolicy): the same entries denied with the same words, the
-# fix naming the configured resource (the Python names the container's own, where it has one).
-_PLUGIN = 'resources.limits["@resourceName@"]'
+# fix naming the container's own resource (gpus.resource_hint; for AMD, AMD's resource unless the
+# container asks for one of AMD's own).
+def _plugin(hint: str) -> str:
+    head, tail = _request('resources.limits["\0"]').split("\0")
+    return f"{lit(head)} + {hint} + {lit(tail)}"
+
+
+def _amd_hint(hint: str) -> str:
+    domains = " || ".join(f"{hint}.startsWith({lit(d)})" for d in AMD.domains)
+    return f"(({domains}) ? {hint} : {lit(AMD.resource)})"
 
 
 def _amd(n: str) -> str:
@@ -120,7 +128,7 @@ NATIVE: NativeRule = NativeRule(
                 match=lambda n: f"{n} == '{VISIBLE_DEVICES}'",
                 allowed=NO_DEVICES,
                 detail=lambda n, v: f"'sets ' + {n} + '=' + {quoted(v)} + ', which bypasses the device plugin'",
-                fix=lambda n: f"(variables.kaiPod && !@kai@) ? {lit(_KAI_FIX)} : {lit(_request(_PLUGIN))}",
+                fix=lambda n, hint: f"(variables.kaiPod && !@kai@) ? {lit(_KAI_FIX)} : {_plugin(hint)}",
                 exempt=kai_entry,
             ),
             EnvGrant(
@@ -130,7 +138,7 @@ NATIVE: NativeRule = NativeRule(
                     f"'sets ' + {n} + '=' + {quoted(v)} + ', which bypasses the device plugin: "
                     f"the {AMD.name} container runtime adds those GPUs'"
                 ),
-                fix=lambda n: lit(_request(f'resources.limits["{AMD.resource}"]')),
+                fix=lambda n, hint: _plugin(_amd_hint(hint)),
             ),
         ),
         (("kaiContainer", KAI_CONTAINER_NAME), ("kaiPod", KAI_POD)),
