@@ -896,3 +896,59 @@ def test_gpu_namespace_allowed_reads_the_namespace_as_the_api_server_hands_it(na
         assert allowed == {"all", "no-env"}, allowed
     if name == "by name":
         assert not [r for r in refused if r[0] == "ml"] and ("research", "none", "gpu") in refused
+
+
+def _qc(name: str, resources: dict[str, Any]) -> dict[str, Any]:
+    return container(name, resources=resources)
+
+
+# gpu-quantity: each constraint's edges (the GPU resource, a device, a vendor's, HAMI's and xGPU's
+# ranges), unparsable and negative counts, requests equal to or apart from limits, and the xGPU mix.
+QUANTITY = {
+    "gpu-1.5": pod(container(gpu="1.5")),
+    "gpu-share": pod(container(gpu="0.5")),
+    "gpu-500m": pod(container(gpu="500m")),
+    "gpu-1000m": pod(container(gpu="1000m")),
+    "gpu-1e0": pod(container(gpu="1e0")),
+    "gpu-2": pod(container(gpu="2")),
+    "gpu-0": pod(container(gpu="0")),
+    "gpu-share-requests-equal": pod(container(gpu="0.5", request="0.5")),
+    "gpu-requests-apart": pod(container(gpu="1", request="1.5")),
+    "gpu-requests-only": pod(container(request="2.5")),
+    "mig-half": pod(_qc("m", {"limits": {"nvidia.com/mig-1g.5gb": "0.5"}})),
+    "amd-half": pod(_qc("a", {"limits": {"amd.com/gpu": "0.5"}})),
+    "amd-partition-half": pod(_qc("a", {"limits": {"amd.com/cpx_nps4": "1.5"}})),
+    "two-bad-names": pod(_qc("m", {"limits": {"nvidia.com/mig-1g.5gb": "0.5", "nvidia.com/gpu": "1.5"}})),
+    "gpucores-150": pod(_qc("h", {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "150"}})),
+    "gpucores-50": pod(_qc("h", {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "50"}})),
+    "gpumem-0": pod(_qc("h", {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "0"}})),
+    "gpumem-pct-half": pod(_qc("h", {"limits": {"nvidia.com/gpumem-percentage": "50.5"}})),
+    "xgpu-core-7": pod(_qc("x", {"limits": {"volcano.sh/gpu-core.percentage": "7"}})),
+    "xgpu-core-10": pod(_qc("x", {"limits": {"volcano.sh/gpu-core.percentage": "10"}})),
+    "xgpu-mem-4": pod(_qc("x", {"limits": {"volcano.sh/gpu-mem.128Mi": "4"}})),
+    "xgpu-mixed": pod(container("t", gpu="1"), _qc("x", {"limits": {"volcano.sh/gpu-mem.128Mi": "4"}})),
+    "init-bad": pod(container(), initContainers=[container("i", gpu="1.5")]),
+    "cpu-half": pod(_qc("c", {"limits": {"cpu": "500m", "example.com/fpga": "0.5"}})),
+}
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {},
+        {"sharedGpu": False},
+        {"integrations": {"hami": {"enabled": True}, "xgpu": {"enabled": True}}},
+    ],
+    ids=["shipped", "no-shares", "hami-and-xgpu"],
+)
+def test_the_quantity_twin_judges_counts_as_the_webhook(config: dict[str, Any], tmp_path: Path) -> None:
+    """gpu-quantity's twin (quantity's isQuantity, isInteger, compareTo and asInteger over each count,
+    the ranges from the same Bounds) fails exactly where the rule does, with its sentence. (A stock
+    API server refuses a decimal of an extended resource itself, "must be an integer": the policy
+    matters where validation was patched to allow shares, and for the companions' ranges.)"""
+    compiled = twins(config, tmp_path)
+    fired = {name for name, obj in QUANTITY.items() if "gpu-quantity" in agree(compiled, obj, config)}
+    assert {"gpu-1.5", "mig-half", "amd-half", "init-bad", "gpu-requests-apart"} <= fired
+    assert not fired & {"gpu-2", "gpu-0", "gpu-1000m", "gpu-1e0", "cpu-half", "gpucores-50", "xgpu-core-10"}
+    assert ("gpu-share" in fired) == (config.get("sharedGpu") is False)
+    assert ({"gpucores-150", "gpumem-0", "xgpu-core-7", "xgpu-mixed"} <= fired) == ("integrations" in config)

@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -310,12 +309,20 @@ def test_interrupted_runs_delete_their_probes(
     kube.admit = admission(server)
     cluster(kube, pending="0/3 nodes are available: 2 Insufficient nvidia.com/gpu.")
     proc = verify(kube, tmp_path, wait=False)
-    assert isinstance(proc, subprocess.Popen)
-    deadline = time.monotonic() + 30
-    while not kube.call(lambda: [k for k in kube.objects["pods"] if "verify" in k[1]]) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    assert isinstance(proc, subprocess.Popen) and proc.stderr is not None
+    # Interrupt it once it says a probe is created (its own progress line): a fixed deadline on a
+    # loaded machine once sent the signal too early or not at all. Bounded by the run itself
+    # (--timeout 20 per probe) and the test's timeout.
+    said = []
+    for line in proc.stderr:
+        said.append(line)
+        if ": created (" in line:
+            break
+    assert said and ": created (" in said[-1], "".join(said)
+    assert kube.call(lambda: [k for k in kube.objects["pods"] if "verify" in k[1]])
     proc.send_signal(sig)
     _out, err = proc.communicate(timeout=30)
+    err = "".join(said) + err
     assert proc.returncode == 130, err
     assert "cleaned up: 1 probe(s)" in err
     assert leftovers(kube) == []

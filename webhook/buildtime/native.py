@@ -76,6 +76,9 @@ VALUES: Final = {
     "nsExpressions": '(include "gpu-policy.nsExpressions" $p)',
     "nsWanted": '(include "gpu-policy.nsWanted" $p | toJson)',
     "draAdminNamespaces": "(toJson $p.draAdminAccessNamespaces)",
+    "sharedGpu": '(ternary "true" "false" $p.sharedGpu)',
+    "hami": '(ternary "true" "false" $p.integrations.hami.enabled)',
+    "xgpu": '(ternary "true" "false" $p.integrations.xgpu.enabled)',
     # A rule's message starts with its mode's words (engine.DENY_PREFIX / WARN_PREFIX), as a CEL string.
     "prefix": f'(toJson (ternary "{DENY_PREFIX}" "{WARN_PREFIX}" (eq .mode "deny")))',
 }

@@ -6,7 +6,7 @@ filled in from the policy, as the chart fills them in from its values at render 
 (webhook/buildtime/native.py; tests/test_native.py checks both ways agree and match the webhook).
 cel-python evaluates it, with what Kubernetes' CEL has and cel-python lacks:
 - `lists.range(n)` (cel-go's lists extension, version 2+, enabled from Kubernetes 1.34);
-- `quantity(s)`, `sign(q)`, `q.compareTo(q2)`, `q.isInteger()`, `q.asInteger()` and
+- `quantity(s)`, `isQuantity(s)`, `sign(q)`, `q.compareTo(q2)`, `q.isInteger()`, `q.asInteger()` and
   `q.asApproximateFloat()` (k8s.io/apiserver/pkg/cel/library/quantity.go);
 - `list.sum()` and `list.max()` (k8s.io/apiserver/pkg/cel/library/lists.go);
 - `list.join(separator)` and `s.substring(start[, end])` (cel-go's strings extension, in every
@@ -34,7 +34,7 @@ from ..admission.review import Request
 from ..policy import Mode, Policy, Violation
 from ..policy.cel import EXEMPTIONS, NOT_DELETING, REQUEST_EXEMPTIONS, ROOTS, rooted
 from ..policy.engine import DENY_PREFIX, WARN_PREFIX
-from ..policy.quantity import parse_quantity
+from ..policy.quantity import QuantityError, parse_quantity
 from ..policy.rule import NativeMutation, ObjectRule, Rule
 from ..policy.rules.gpu_namespace_allowed import wanted
 from ..policy.vendors import AMD, INTEL
@@ -82,6 +82,9 @@ VALUES: Final[dict[str, Callable[[Policy], str]]] = {
     ),
     "nsWanted": lambda p: json.dumps(wanted(p)),
     "draAdminNamespaces": lambda p: json.dumps(sorted(p.dra_admin_namespaces)),
+    "sharedGpu": lambda p: "true" if p.shared_gpu else "false",
+    "hami": lambda p: "true" if p.hami else "false",
+    "xgpu": lambda p: "true" if p.xgpu else "false",
     "prefix": lambda p: json.dumps(DENY_PREFIX),  # a rule's mode decides it: render(mode=...)
 }
 _PLACEHOLDER: Final = re.compile(r"@(\w+)@")
@@ -181,6 +184,13 @@ def environment() -> tuple[Any, dict[str, Any]]:
     def quantity(text: Any) -> Quantity:
         return Quantity(parse_quantity(str(text)))  # raises for what the API server's parser refuses
 
+    def is_quantity(text: Any) -> Any:
+        try:
+            parse_quantity(str(text))
+        except QuantityError:
+            return celtypes.BoolType(False)
+        return celtypes.BoolType(True)
+
     def sign(q: Quantity) -> Any:
         return celtypes.IntType((q.value > 0) - (q.value < 0))
 
@@ -222,6 +232,7 @@ def environment() -> tuple[Any, dict[str, Any]]:
     return env, {
         "range": lists_range,
         "quantity": quantity,
+        "isQuantity": is_quantity,
         "sign": sign,
         "compareTo": compare_to,
         "join": join,

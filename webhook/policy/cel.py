@@ -379,27 +379,28 @@ def device_names(c: str, patterns: str = "@devices@") -> str:
     )
 
 
-def _first_named(c: str, patterns: str) -> str:
-    """The first of container `c`'s resources matching `patterns` with a count other than 0, as
-    gpus._resource_source meets them (limits, then requests; in each the smallest name, the first
-    in the map the API server serialises sorted by key), or ''."""
-    sides = [
-        f"((has({c}.resources) && has({c}.resources.{side})) ? {c}.resources.{side}.filter(k, k.contains('/') && "
-        f"{named('k', patterns)} && sign(quantity({c}.resources.{side}[k])) != 0) : [])"
-        for side in ("limits", "requests")
-    ]
-    return f"(size({sides[0]}) > 0 ? {sides[0]}.min() : (size({sides[1]}) > 0 ? {sides[1]}.min() : ''))"
-
-
 def resource_hint(c: str) -> str:
     """gpus.resource_hint of container `c`: the resource a fix should name, the GPU resource itself
-    if it asks for it, else its first device resource, else its first companion, else the GPU
-    resource (as the variable of a message: lazily evaluated, only for a fix)."""
-    device, companion = _first_named(c, "@devices@"), _first_named(c, "@companions@")
-    return (
-        f"'@resourceName@' in {device_names(c)} ? '@resourceName@' : ({device} != '' ? {device} : "
-        f"({companion} != '' ? {companion} : '@resourceName@'))"
-    )
+    if it asks for it, else its first device resource, else its first companion (limits before
+    requests; in each the smallest name, the first in the map the API server serialises sorted by
+    key), else the GPU resource. One pass: each candidate is ranked by a digit put before it, and
+    the smallest wins (as the variable of a message: lazily evaluated, only for a fix)."""
+
+    def ranked(side: str, patterns: str, rank: str) -> str:
+        return (
+            f"((has({c}.resources) && has({c}.resources.{side})) ? {c}.resources.{side}.filter(k, k.contains('/') && "
+            f"{named('k', patterns)} && sign(quantity({c}.resources.{side}[k])) != 0).map(k, {rank} + k) : [])"
+        )
+
+    gpu_first = "(k == '@resourceName@' ? '0' : '{}')"
+    parts = [
+        ranked("limits", "@devices@", gpu_first.format(1)),
+        ranked("requests", "@devices@", gpu_first.format(2)),
+        ranked("limits", "@companions@", "'3'"),
+        ranked("requests", "@companions@", "'4'"),
+        "['5@resourceName@']",
+    ]
+    return f"({' + '.join(parts)}).min().substring(1)"
 
 
 # GPU_DEVICE_NODE (/dev/nvidia(\d+)\b, Python's Unicode \d and \b) in RE2, never looser: ASCII

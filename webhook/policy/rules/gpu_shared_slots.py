@@ -57,7 +57,8 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
 
 # ---- The CEL twin (a ValidatingAdmissionPolicy): per container list, the first container with more
 # than 1 of a shared resource on the side the loop above reads (limits when it has any, else
-# requests), and of its resources the first such.
+# requests), and of its resources the first such: the smallest name, the first in the map the API
+# server serialises sorted by key (CEL ranges over a map in no fixed order).
 def _side(c: str) -> str:
     return f"(has({c}.resources.limits) && size({c}.resources.limits) > 0 ? 'limits' : 'requests')"
 
@@ -81,7 +82,7 @@ def _then(c: str, name: str) -> tuple[tuple[tuple[str, str], ...], str]:
         f"'.resources.' + {_side(c)} + '[\"' + {k} + '\"] is ' + {cel.described(f'{_values(c)}[{k}]')} + "
         f"{lit(DETAIL + '; fix: ')} + {cel.agent_lead()} + {lit(FIX[0])} + {k} + {lit(FIX[1])}"
     )
-    return ((f"shared{name}", f"{_over(c)}[0]"),), tail
+    return ((f"shared{name}", f"{_over(c)}.min()"),), tail
 
 
 def _picks(c: str) -> str:
