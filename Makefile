@@ -75,8 +75,8 @@ lint: venv
 # memory on their own (tests/conftest.py SERIAL); then the policy tests again on pure Python: both
 # builds ship (a wheel built without a compiler is pure).
 pytest: venv helm compiled
-	HELM=$(abspath $(HELM)) GPU_POLICY_EXPECT_COMPILED=1 $(BIN)/pytest -n 2 --dist loadfile -m "not serial"
-	HELM=$(abspath $(HELM)) GPU_POLICY_EXPECT_COMPILED=1 $(BIN)/pytest -m serial
+	HELM=$(abspath $(HELM)) GPU_POLICY_EXPECT_COMPILED=1 $(BIN)/pytest -n 2 --dist loadfile -m "not serial" --durations=15
+	HELM=$(abspath $(HELM)) GPU_POLICY_EXPECT_COMPILED=1 $(BIN)/pytest -m serial --durations=10
 	$(MAKE) --no-print-directory pytest-pure
 
 pytest-pure: venv

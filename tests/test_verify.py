@@ -66,7 +66,17 @@ def verify(
     env.pop("KUBERNETES_SERVICE_HOST", None)
     cmd = [sys.executable, "-m", "webhook", "verify", "--timeout", "20", *args]
     if not wait:
-        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+        # Started with SIGINT ignored, as a job runner (or a test runner's worker, after some test
+        # there ignored it) may start it: verify must still clean up on Ctrl-C.
+        return subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        )
     return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
 
 
@@ -310,9 +320,8 @@ def test_interrupted_runs_delete_their_probes(
     cluster(kube, pending="0/3 nodes are available: 2 Insufficient nvidia.com/gpu.")
     proc = verify(kube, tmp_path, wait=False)
     assert isinstance(proc, subprocess.Popen) and proc.stderr is not None
-    # Interrupt it once it says a probe is created (its own progress line): a fixed deadline on a
-    # loaded machine once sent the signal too early or not at all. Bounded by the run itself
-    # (--timeout 20 per probe) and the test's timeout.
+    # Interrupt it once it says a probe is created (its own progress line). Bounded by the run
+    # itself (--timeout 20 per probe) and the test's timeout.
     said = []
     for line in proc.stderr:
         said.append(line)

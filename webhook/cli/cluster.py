@@ -171,6 +171,9 @@ def verify(args: argparse.Namespace) -> int:
         raise KeyboardInterrupt  # the probes are deleted on the way out
 
     signal.signal(signal.SIGTERM, terminated)
+    # Ctrl-C deletes the probes too, whatever the parent left SIGINT at: a process started with it
+    # ignored (a job runner, a test runner's worker) would otherwise run every probe to its timeout.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if args.isolation_probes < 2:
         print("gpu-policy verify: --isolation-probes must be at least 2", file=sys.stderr)
         return probes.EXIT_CANNOT_RUN
