@@ -93,6 +93,9 @@ def agree(compiled: Compiled, obj: dict[str, Any], config: dict[str, Any] | None
     webhook = {v.rule for v in found if v.rule in compiled}
     failures = {rule: vap.failures(stored, request(namespace, user)) for rule, (vap, _actions) in compiled.items()}
     native = {rule for rule, messages in failures.items() if messages}
+    if (stored.get("spec") or {}).get("resourceClaims"):  # the webhook's alone (cel.NO_CLAIMS)
+        assert native == set(), (obj, failures)
+        return native
     assert native == webhook, (obj, failures, [v.describe() for v in found])
     denied = outcome.verdict.of(Mode.DENY) if outcome.verdict else []
     if len(denied) == 1 and denied[0].rule in compiled:
@@ -553,7 +556,8 @@ def test_enforcement_webhook_installs_no_validating_policy(tmp_path: Path) -> No
 
 def test_native_leaves_the_twinned_rules_out_of_the_pods_webhook(tmp_path: Path) -> None:
     """In enforcement native the API server alone judges a twinned rule: a pod only it could
-    fire on is not sent to the webhook (in both, the webhook backs it up)."""
+    fire on is not sent to the webhook (in both, the webhook backs it up), but for a pod with DRA
+    claims, which the policies leave to the webhook."""
     conditions = {}
     for enforcement in ("both", "native"):
         docs = render({"enforcement": enforcement}, kube_version="1.36.0", tmp=tmp_path)
@@ -564,6 +568,18 @@ def test_native_leaves_the_twinned_rules_out_of_the_pods_webhook(tmp_path: Path)
     for name in ("NVIDIA_IMEX_CHANNELS", "DOCKER_RESOURCE_", "e.name == 'NVIDIA_VISIBLE_DEVICES'"):
         assert name in conditions["both"] and name not in conditions["native"], name
     assert "nvidia.com/gpu" in conditions["native"] or "contains('/')" in conditions["native"]
+    # A pod with DRA claims the rules' policies leave to the webhook (cel.NO_CLAIMS): sent in native.
+    import celpy
+
+    from tests.celconditions import sent
+
+    env = celpy.Environment()
+    native = [env.program(env.compile(conditions["native"]))]
+    claim = pod(
+        container(privileged=True, resources={"claims": [{"name": "nic"}]}),
+        resourceClaims=[{"name": "nic", "resourceClaimTemplateName": "sriov-nic"}],
+    )
+    assert sent(native, claim) and not sent(native, pod(container()))
 
 
 def owned(p: dict[str, Any], *refs: tuple[str, bool | None]) -> dict[str, Any]:
@@ -620,7 +636,8 @@ def test_the_controller_owned_twin_judges_pods_as_the_webhook(config: dict[str, 
     assert "gpu-controller-owned" in compiled
     fired = {name for name, p in OWNER_SHAPES.items() if "gpu-controller-owned" in agree(compiled, p, config)}
     expected = {"bare", "job-not-controller", "job-controller-unset", "node-controller", "second-is-the-controller",
-                "lower-case-kind", "mig", "amd", "requests-only", "init-gpu", "dra-claim", "kai-fraction"}  # fmt: skip
+                "lower-case-kind", "mig", "amd", "requests-only", "init-gpu", "kai-fraction"}  # fmt: skip
+    # "dra-claim" is the webhook's alone (cel.NO_CLAIMS): agree() checks the twin lets it be.
     if config.get("gpuControllerKinds") == ["Job"]:
         expected |= {"replicaset", "daemonset-agent"}
     assert fired == expected
@@ -855,9 +872,9 @@ NS_LABELS = {
 def test_gpu_namespace_allowed_reads_the_namespace_as_the_api_server_hands_it(name: str, tmp_path: Path) -> None:
     """gpu-namespace-allowed (on): the twin matches namespaceObject's labels against the selector
     inlined at render time, where the webhook matches the cluster view's copy of the same
-    namespace. In two namespaces (ml, research) with eight label sets, for a GPU pod, a DRA claim
-    pod, a node agent and a CPU pod: the same verdicts, with the same sentence (the selector as the
-    webhook writes it)."""
+    namespace. In two namespaces (ml, research) with eight label sets, for a GPU pod, a node agent
+    and a CPU pod: the same verdicts, with the same sentence (the selector as the webhook writes
+    it); a DRA claim pod it leaves to the webhook."""
     from tests.helpers import with_nodes
     from webhook.offline.native import namespace_object
 
@@ -886,6 +903,9 @@ def test_gpu_namespace_allowed_reads_the_namespace_as_the_api_server_hands_it(na
                 native = vap.failures(
                     stored, request(namespace, "alice"), namespace=namespace_object(namespace, labels)
                 )
+                if shape == "claim":  # the webhook's alone (cel.NO_CLAIMS)
+                    assert native == [], (namespace, label_set, native)
+                    continue
                 assert bool(native) == bool(webhook), (namespace, label_set, shape, native, webhook)
                 if webhook:
                     refused.add((namespace, label_set, shape))

@@ -163,6 +163,7 @@ def _switch_gate(key: str) -> str:
 
 def template_source() -> str:
     from ..policy import MUTATIONS, OBJECT_RULES, RULES, Where
+    from ..policy.cel import CLAIMS
     from ..policy.templates import WORKLOADS
 
     header = (
@@ -183,6 +184,15 @@ def template_source() -> str:
         for r in RULES
         for t in r.triggers
     ]
+    # In native, a pod with DRA claims is sent whenever a twinned rule is on: the rules' policies
+    # leave such pods to the webhook (cel.NO_CLAIMS).
+    twinned = [_rule_gate(r.id) for r in RULES if r.native is not None]
+    pods.append(
+        (
+            f'and (eq (include "gpu-policy.enforcement" .) "native") (or {" ".join(f"({g})" for g in twinned)})',
+            Clause(CLAIMS, False, ""),
+        )
+    )
     out = header
     gates = [_rule_gate(r.id) for r in RULES if r.watches_namespaces]
     watches = gates[0] if len(gates) == 1 else f"or {' '.join(f'({g})' for g in gates)}"

@@ -195,7 +195,7 @@ def _rules() -> str:
     pod create about a millisecond in the API server whatever it holds (a trivial one +0.85 ms on
     kube-apiserver 1.36), so ten policies cost more than both webhooks, two do not."""
     from ..policy import RULES
-    from ..policy.cel import ACTIONS, EXEMPTIONS, NOT_DELETING, ROOTS, rooted
+    from ..policy.cel import ACTIONS, EXEMPTIONS, NO_CLAIMS, NOT_DELETING, ROOTS, rooted
 
     twins = [r for r in RULES if r.native is not None]
     scopes = [SHARED] + [scope_of(r.id) for r in twins]
@@ -215,7 +215,7 @@ def _rules() -> str:
             f'{{{{- define "gpu-policy.nativeResources.{root.name}" -}}}}\n{_resource_rules(root).rstrip()}\n'
             "{{- end -}}\n\n"
         )
-        conditions = [(name, rooted(cel, root)) for name, cel in EXEMPTIONS]
+        conditions = [(name, rooted(cel, root)) for name, cel in (*EXEMPTIONS, NO_CLAIMS)]
         if root.name != "pod":
             conditions.append(NOT_DELETING)
         lines = [f'{{{{- define "gpu-policy.nativeConditions.{root.name}" -}}}}', "{{- $p := .Values.policy -}}"]

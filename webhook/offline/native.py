@@ -32,7 +32,7 @@ from typing import Any, Final
 from ..admission import Outcome
 from ..admission.review import Request
 from ..policy import Mode, Policy, Violation
-from ..policy.cel import EXEMPTIONS, NOT_DELETING, REQUEST_EXEMPTIONS, ROOTS, rooted
+from ..policy.cel import EXEMPTIONS, NO_CLAIMS, NOT_DELETING, REQUEST_EXEMPTIONS, ROOTS, rooted
 from ..policy.engine import DENY_PREFIX, WARN_PREFIX
 from ..policy.quantity import QuantityError, parse_quantity
 from ..policy.rule import NativeMutation, ObjectRule, Rule
@@ -435,7 +435,7 @@ class ValidatingPolicy:
 
         return cls.compile(
             rule.id,
-            [(n, cel(c)) for n, c in EXEMPTIONS],
+            [(n, cel(c)) for n, c in (*EXEMPTIONS, NO_CLAIMS)],
             [(n, cel(c)) for n, c in rule.native.variables],
             [(cel(c.expression), cel(c.message)) for c in rule.native.checks],
         )
@@ -580,7 +580,10 @@ class Native:
             found = self.findings(obj, req.namespace, req.user, None if pod else objects)
         except CelFailed as exc:
             return Outcome(Decision.DENIED, message=f"a native policy failed, so the API server would refuse it: {exc}")
-        outcome = admission.validate(req.with_object(obj), self.webhook)
+        # A pod with DRA claims the rules' policies leave to the webhook (cel.NO_CLAIMS): all of it.
+        spec = obj.get("spec")
+        claims = pod and isinstance(spec, dict) and bool(spec.get("resourceClaims"))
+        outcome = admission.validate(req.with_object(obj), self.policy if claims else self.webhook)
         if not found or outcome.decision not in (Decision.ALLOWED, Decision.DENIED):
             return outcome
         verdict = outcome.verdict

@@ -604,6 +604,15 @@ def _roots() -> tuple[Root, ...]:
 
 
 ROOTS: Final = _roots()
+# A pod (template) with DRA claims is the webhook's alone: whether a claim holds a GPU only the
+# cluster view can tell (its device classes are on the ResourceClaim, another object), and a twin
+# that counted every claim as a GPU refused legitimate pods (a privileged pod with a NIC claim).
+# The API server requires every container's claim to name one of the pod's, so the pod's list
+# says it. In both the pods webhook (failurePolicy Fail) is sent such pods by the rules' own
+# triggers; in native the chart sends it every such pod (webhook.buildtime.chart). Never looser:
+# while no replica answers, such a pod is refused, not admitted.
+CLAIMS: Final = "(has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0)"
+NO_CLAIMS: Final = ("no-dra-claims", f"!{CLAIMS}")
 # A template policy's extra condition: finalizers must be removable from anything being deleted
 # (decide.validate skips such updates too). It reads the controller's own metadata: not rooted.
 NOT_DELETING: Final = ("not-being-deleted", "!has(object.metadata.deletionTimestamp)")

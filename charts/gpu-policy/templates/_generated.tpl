@@ -42,6 +42,7 @@ watches them (webhook.policy.engine.watches_namespaces) and the ClusterRole gran
 {{- if ne (index $p.rules "node-wide-access" | default "deny") "off" }}{{- $cs = append $cs "(has(c.securityContext) && has(c.securityContext.privileged) && c.securityContext.privileged)" -}}{{- end }}
 {{- if ne (index $p.rules "node-wide-access" | default "deny") "off" }}{{- $ps = append $ps "(has(object.spec.hostPID) && object.spec.hostPID)" -}}{{- end }}
 {{- if and (ne (index $p.rules "amd-runtime-envfrom" | default "deny") "off") (ne (include "gpu-policy.enforcement" .) "native") }}{{- $cs = append $cs "has(c.envFrom)" -}}{{- end }}
+{{- if and (eq (include "gpu-policy.enforcement" .) "native") (or (ne (index $p.rules "gpu-quantity" | default "deny") "off") (ne (index $p.rules "no-visible-devices-env" | default "deny") "off") (ne (index $p.rules "no-privileged-gpu" | default "deny") "off") (ne (index $p.rules "no-host-namespaces-gpu" | default "deny") "off") (ne (index $p.rules "visible-devices-envfrom" | default "deny") "off") (ne (index $p.rules "driver-capabilities-non-gpu" | default "deny") "off") (ne (index $p.rules "gpu-node-agent" | default "deny") "off") (ne (index $p.rules "gpu-shared-slots" | default "deny") "off") (ne (index $p.rules "no-gpu-runtime-class" | default "deny") "off") (ne (index $p.rules "gpu-controller-owned" | default "deny") "off") (ne (index $p.rules "gpu-max-per-pod" | default "deny") "off") (ne (index $p.rules "gpu-namespace-allowed" | default "deny") "off") (ne (index $p.rules "gpu-job-deadline" | default "deny") "off") (ne (index $p.rules "no-device-grant-env" | default "deny") "off") (ne (index $p.rules "gpu-node-wide-resource" | default "deny") "off") (ne (index $p.rules "amd-runtime-envfrom" | default "deny") "off")) }}{{- $ps = append $ps "(has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0)" -}}{{- end }}
 {{- if $cs -}}
 {{- $in := join " || " $cs -}}
 {{- $ps = prepend $ps (printf "(has(object.spec.ephemeralContainers) && object.spec.ephemeralContainers.exists(c, %s))" $in) -}}
@@ -293,6 +294,9 @@ matchConditions:
   - name: not-exempt-service-account
     expression: |-
       !((request.namespace + '/' + (has(object.spec.serviceAccountName) ? object.spec.serviceAccountName : (has(object.spec.serviceAccount) ? object.spec.serviceAccount : 'default'))) in {{ (toJson $p.exemptServiceAccounts) }})
+  - name: no-dra-claims
+    expression: |-
+      !(has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0)
 {{- end -}}
 
 {{- define "gpu-policy.nativeResources.template" -}}
@@ -314,6 +318,9 @@ matchConditions:
   - name: not-exempt-service-account
     expression: |-
       !((request.namespace + '/' + (has(object.template.spec.serviceAccountName) ? object.template.spec.serviceAccountName : (has(object.template.spec.serviceAccount) ? object.template.spec.serviceAccount : 'default'))) in {{ (toJson $p.exemptServiceAccounts) }})
+  - name: no-dra-claims
+    expression: |-
+      !(has(object.template.spec.resourceClaims) && size(object.template.spec.resourceClaims) > 0)
   - name: not-being-deleted
     expression: |-
       !has(object.metadata.deletionTimestamp)
@@ -346,6 +353,9 @@ matchConditions:
   - name: not-exempt-service-account
     expression: |-
       !((request.namespace + '/' + (has(object.spec.template.spec.serviceAccountName) ? object.spec.template.spec.serviceAccountName : (has(object.spec.template.spec.serviceAccount) ? object.spec.template.spec.serviceAccount : 'default'))) in {{ (toJson $p.exemptServiceAccounts) }})
+  - name: no-dra-claims
+    expression: |-
+      !(has(object.spec.template.spec.resourceClaims) && size(object.spec.template.spec.resourceClaims) > 0)
   - name: not-being-deleted
     expression: |-
       !has(object.metadata.deletionTimestamp)
@@ -370,6 +380,9 @@ matchConditions:
   - name: not-exempt-service-account
     expression: |-
       !((request.namespace + '/' + (has(object.spec.jobTemplate.spec.template.spec.serviceAccountName) ? object.spec.jobTemplate.spec.template.spec.serviceAccountName : (has(object.spec.jobTemplate.spec.template.spec.serviceAccount) ? object.spec.jobTemplate.spec.template.spec.serviceAccount : 'default'))) in {{ (toJson $p.exemptServiceAccounts) }})
+  - name: no-dra-claims
+    expression: |-
+      !(has(object.spec.jobTemplate.spec.template.spec.resourceClaims) && size(object.spec.jobTemplate.spec.template.spec.resourceClaims) > 0)
   - name: not-being-deleted
     expression: |-
       !has(object.metadata.deletionTimestamp)
