@@ -24,8 +24,8 @@ SERIAL = frozenset(
         "test_http_hostile",
         "test_http_slow_clients",
         "test_logs",
-        "test_real_apiserver",
         "test_reliability",
+        "test_real_apiserver_limits",
         "test_reload",
         "test_server",
     }
