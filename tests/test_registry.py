@@ -13,7 +13,10 @@ import yaml
 
 from webhook.buildtime import generate
 from webhook.config import DEFAULTS, default_policy
-from webhook.policy import ALL_RULES, MUTATIONS, RULE_IDS, Mode, Where
+from webhook.policy import ALL_RULES, MUTATIONS, RULE_IDS, RULES, Mode, Rule, Where
+from webhook.policy.engine import example_policy, example_views
+from webhook.policy.registry import check_pod
+from webhook.policy.switches import RulesOn
 
 ROOT = Path(__file__).resolve().parent.parent
 ITEMS = [(r.id, r.check.__module__) for r in ALL_RULES] + [(m.id, m.mutate.__module__) for m in MUTATIONS]
@@ -90,3 +93,17 @@ def test_shipped_policy_is_the_documented_one() -> None:
 
 def test_generated_files_are_fresh() -> None:
     assert generate.main(["--check"]) == 0, "run `make generate`"
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.id)
+def test_each_pod_rule_runs_exactly_when_its_flag_is_set(rule: Rule) -> None:
+    """Issue 34: registry.check_pod tests the flag named for the rule's module, no positions to
+    line up. With only this rule's flag set, its example is judged by it and by nothing else; with
+    no flag set, by nothing."""
+    only = RulesOn.of(lambda rule_id: rule_id == rule.id)
+    assert [f for f in RulesOn.__dataclass_fields__ if getattr(only, f)] == [rule.check.__module__.rpartition(".")[2]]
+    policy = example_policy(rule, default_policy())
+    views = example_views(rule, policy)
+    found = [v.rule for view in views for v in check_pod(view, policy, only)]
+    assert found and set(found) == {rule.id}
+    assert not [v for view in views for v in check_pod(view, policy, RulesOn.of(lambda _id: False))]

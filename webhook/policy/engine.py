@@ -18,6 +18,7 @@ from .patch import join
 from .registry import MUTATIONS, OBJECT_RULES, RULES, check_pod
 from .rule import ObjectRule, Rule
 from .shapes import ShapeError
+from .switches import RulesOn
 from .types import MAX_WARNING, Changes, Mode, Plan, Policy, Violation
 
 ALL_RULES: Final[tuple[Rule | ObjectRule, ...]] = (*RULES, *OBJECT_RULES)
@@ -56,7 +57,7 @@ def plan(policy: Policy) -> Plan:
     if found is None:
         mutations = tuple(i for i, m in enumerate(MUTATIONS) if m.enabled(policy))
         found = Plan(
-            tuple(policy.mode(r.id) is not Mode.OFF for r in RULES),
+            RulesOn.of(lambda rule: policy.mode(rule) is not Mode.OFF),
             mutations,
             tuple(i for i in mutations if not MUTATIONS[i].opt_out),
         )

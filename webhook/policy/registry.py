@@ -41,6 +41,7 @@ from .rules import (
     node_wide_access,
     visible_devices_envfrom,
 )
+from .switches import RulesOn
 from .types import Policy, Violation
 
 RULES: tuple[Rule, ...] = (
@@ -87,65 +88,64 @@ MUTATIONS: tuple[Mutation, ...] = (
 )
 
 
-def check_pod(view: PodView, policy: Policy, on: tuple[bool, ...]) -> list[Violation]:
-    """The violations of every pod rule whose flag in `on` (RULES order) is set. Direct calls:
-    mypyc compiles them to C calls, where calling each Rule's `check` goes through Python's
-    generic call and argument parsing, once per rule per review."""
+def check_pod(view: PodView, policy: Policy, on: RulesOn) -> list[Violation]:
+    """The violations of every pod rule that `on` runs, in RULES order (a flag and a direct
+    call per rule: webhook.policy.switches says why this shape)."""
     out: list[Violation] = []
-    if on[0]:
+    if on.gpu_quantity:
         out.extend(gpu_quantity.check(view, policy))
-    if on[1]:
+    if on.gpu_requests_equal_limits:
         out.extend(gpu_requests_equal_limits.check(view, policy))
-    if on[2]:
+    if on.no_visible_devices_env:
         out.extend(no_visible_devices_env.check(view, policy))
-    if on[3]:
+    if on.no_privileged_gpu:
         out.extend(no_privileged_gpu.check(view, policy))
-    if on[4]:
+    if on.no_gpu_device_hostpath:
         out.extend(no_gpu_device_hostpath.check(view, policy))
-    if on[5]:
+    if on.no_cdi_annotations:
         out.extend(no_cdi_annotations.check(view, policy))
-    if on[6]:
+    if on.no_host_namespaces_gpu:
         out.extend(no_host_namespaces_gpu.check(view, policy))
-    if on[7]:
+    if on.visible_devices_envfrom:
         out.extend(visible_devices_envfrom.check(view, policy))
-    if on[8]:
+    if on.driver_capabilities_non_gpu:
         out.extend(driver_capabilities_non_gpu.check(view, policy))
-    if on[9]:
+    if on.gpu_node_agent:
         out.extend(gpu_node_agent.check(view, policy))
-    if on[10]:
+    if on.gpu_shared_slots:
         out.extend(gpu_shared_slots.check(view, policy))
-    if on[11]:
+    if on.host_shm:
         out.extend(host_shm.check(view, policy))
-    if on[12]:
+    if on.driver_hostpath_non_gpu:
         out.extend(driver_hostpath_non_gpu.check(view, policy))
-    if on[13]:
+    if on.gke_device_annotation:
         out.extend(gke_device_annotation.check(view, policy))
-    if on[14]:
+    if on.no_gpu_runtime_class:
         out.extend(no_gpu_runtime_class.check(view, policy))
-    if on[15]:
+    if on.gpu_fits_some_node:
         out.extend(gpu_fits_some_node.check(view, policy))
-    if on[16]:
+    if on.gpu_resource_advertised:
         out.extend(gpu_resource_advertised.check(view, policy))
-    if on[17]:
+    if on.known_accelerator:
         out.extend(known_accelerator.check(view, policy))
-    if on[18]:
+    if on.gpu_controller_owned:
         out.extend(gpu_controller_owned.check(view, policy))
-    if on[19]:
+    if on.gpu_max_per_pod:
         out.extend(gpu_max_per_pod.check(view, policy))
-    if on[20]:
+    if on.gpu_namespace_allowed:
         out.extend(gpu_namespace_allowed.check(view, policy))
-    if on[21]:
+    if on.gpu_job_deadline:
         out.extend(gpu_job_deadline.check(view, policy))
-    if on[22]:
+    if on.gpu_kinds_allowed:
         out.extend(gpu_kinds_allowed.check(view, policy))
-    if on[23]:
+    if on.gpu_node_name_advertised:
         out.extend(gpu_node_name_advertised.check(view, policy))
-    if on[24]:
+    if on.no_device_grant_env:
         out.extend(no_device_grant_env.check(view, policy))
-    if on[25]:
+    if on.node_wide_access:
         out.extend(node_wide_access.check(view, policy))
-    if on[26]:
+    if on.gpu_node_wide_resource:
         out.extend(gpu_node_wide_resource.check(view, policy))
-    if on[27]:
+    if on.amd_runtime_envfrom:
         out.extend(amd_runtime_envfrom.check(view, policy))
     return out

@@ -5,7 +5,7 @@ the offline `check` command give the same verdicts from the same code. A rule or
 a value (`Rule`, `ObjectRule`, `Mutation`) that says what it is (id, default mode, summary,
 why, the pod fields it reads, its triggers, an example) next to its pure function; the
 registry lists them, and everything else (the chart's matchConditions, the README tables,
-the, the default config) is derived from those values.
+the default config) is derived from those values.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from decimal import Decimal
 from enum import Enum, StrEnum
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
+from .switches import RulesOn
 from .vendors import Vendor
 
 if TYPE_CHECKING:
@@ -134,9 +135,9 @@ class ClusterView:
 class Plan:
     """What a policy runs, resolved once when the Policy is built instead of once per request."""
 
-    # Positions in the registry's order (registry.RULES, registry.MUTATIONS): plain data, so this
-    # module, which every rule imports, imports none of them.
-    on: tuple[bool, ...]  # per pod rule: not off (what registry.check_pod runs)
+    on: RulesOn  # the pod rules that run (registry.check_pod tests them by name)
+    # The mutations by their place in registry.MUTATIONS (plain data: this module, which every
+    # rule and mutation imports, imports none of them).
     mutations: tuple[int, ...]  # the mutations that are switched on, in order
     mutations_without_opt_out: tuple[int, ...]  # those of them the opt-out annotation keeps
 
