@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.apiserver import ApiServer
-from tests.helpers import Server
+from tests.helpers import Server, stop_all
 from tests.rawhttp import HOSTILE
 from webhook import certs
 
@@ -62,8 +62,7 @@ def start_server(cert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> It
         return server
 
     yield start
-    for server in started:
-        server.stop()
+    stop_all(started)
 
 
 @pytest.fixture(scope="session")
