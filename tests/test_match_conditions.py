@@ -193,7 +193,7 @@ def test_everything_the_policy_acts_on_is_sent(config_name: str, tmp_path_factor
     # The population must exercise both sides, or the property proves nothing (with AMD's isolation
     # on, every pod without an AMD GPU is patched: nothing is left untouched).
     assert acted["validate"] >= 3 and acted["mutate"] >= 1, acted
-    assert acted["ignored"] >= (0 if policy.amd_isolate and policy.isolate_non_gpu else 5), acted
+    assert acted["ignored"] >= (0 if policy.amd_runtime_env and policy.isolate_non_gpu else 5), acted
     assert sum(name.startswith("fuzzed") for name in population()) >= 100
 
 

@@ -95,12 +95,12 @@ def test_nvidia_entry_is_the_shipped_defaults() -> None:
     assert DEFAULTS["gpuNodeLabels"] == list(NVIDIA.node_labels)
     assert DEFAULTS["gpuDeviceClasses"] == list(NVIDIA.device_classes)
     assert all(ns in DEFAULTS["exemptNamespaces"] for v in VENDORS for ns in v.agent_namespaces)
-    assert [v.key for v in POLICY.vendors] == ["nvidia", "amd", "intel"] and POLICY.amd_isolate
+    assert [v.key for v in POLICY.vendors] == ["nvidia", "amd", "intel"] and POLICY.amd_runtime_env
 
 
 def test_vendor_switches_add_and_remove_their_names() -> None:
     off = from_mapping({"vendors": {"amd": {"enabled": False}, "intel": {"enabled": False}}}, environ={}).policy
-    assert off.vendors == (NVIDIA,) and not off.amd_isolate
+    assert off.vendors == (NVIDIA,) and not off.amd_runtime_env
     assert off.device_resources == NVIDIA.devices and off.gpu_node_labels == NVIDIA.node_labels
     for vendor in OTHERS:
         assert all(n in POLICY.device_resources for n in vendor.devices + vendor.node_wide)
@@ -115,8 +115,8 @@ def test_vendor_switches_add_and_remove_their_names() -> None:
     [
         ({"vendors": {"nvidia": {"enabled": False}}}, "vendors.nvidia: unknown key"),
         (
-            {"vendors": {"amd": {"isolated": True}}},
-            "vendors.amd.isolated: unknown key (did you mean vendors.amd.isolate?)",
+            {"vendors": {"amd": {"runtimeenv": True}}},
+            "vendors.amd.runtimeenv: unknown key (did you mean vendors.amd.runtimeEnv?)",
         ),
         ({"vendors": {"intel": {"enabled": "yes"}}}, "vendors.intel.enabled: must be true or false"),
         ({"vendors": []}, "vendors: must be a mapping"),

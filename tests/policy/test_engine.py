@@ -160,17 +160,18 @@ def test_objects_past_the_budget_are_too_large_to_judge_before_they_are_read() -
     assert raised.value.path == "metadata.annotations" and f"at most {MAX_ANNOTATION_BYTES}" in raised.value.problem
 
 
-def test_two_mutations_creating_one_env_make_one_list() -> None:
-    """Each mutation builds its ops from the pod as it came: ld-library-path creates a GPU container's
-    env, isolation's AMD_VISIBLE_DEVICES=none (issue 36) would create it again and replace it. The
-    engine turns the second create into appends, so both entries stay, in order."""
+def test_a_gpu_container_gets_only_what_its_node_reads() -> None:
+    """ld-library-path creates a GPU container's env; isolation's AMD_VISIBLE_DEVICES=none, even
+    where nodes run the AMD runtime, leaves a container whose GPU comes through NVIDIA's env alone
+    (issue 48: GPU containers untouched), so one op creates the list and nothing replaces it."""
     import jsonpatch
 
     from tests.helpers import AMD_NONE, view
 
-    old = default_policy(cluster_version=(1, 27))
-    obj = pod(container("train", gpu=1))
+    old = default_policy(cluster_version=(1, 27), amd_runtime_env=True)
+    obj = pod(container("train", gpu=1), container("side"))
     ops = engine.mutate(view(obj, old), old).ops
-    env = jsonpatch.apply_patch(obj, ops)["spec"]["containers"][0]["env"]
-    assert env == [{"name": "LD_LIBRARY_PATH", "value": old.ld_library_path}, AMD_NONE]
-    assert [op["path"] for op in ops if "/env" in op["path"]] == ["/spec/containers/0/env", "/spec/containers/0/env/-"]
+    out = jsonpatch.apply_patch(obj, ops)["spec"]["containers"]
+    assert out[0]["env"] == [{"name": "LD_LIBRARY_PATH", "value": old.ld_library_path}]
+    assert out[1]["env"] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}, AMD_NONE]
+    assert [op["path"] for op in ops if op["path"].startswith("/spec/containers/0/env")] == ["/spec/containers/0/env"]

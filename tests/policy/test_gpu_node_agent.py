@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from tests.helpers import VOID, pod, run, wrap
+from tests.helpers import VOID, container, pod, run, wrap
 from webhook.config import default_policy
 
 ID = "gpu-node-agent"
@@ -106,17 +106,20 @@ def test_a_per_node_pod_that_asks_the_device_plugin_for_gpus_is_a_workload() -> 
 
 
 def test_every_other_rule_leads_with_the_exemption_for_an_agent() -> None:
-    """GPU Feature Discovery mounts /sys: a workload's fix ("use an emptyDir") is no help to it."""
-    gfd = agent_pod()
-    gfd["spec"]["volumes"] = [{"name": "host-sys", "hostPath": {"path": "/sys"}}]
+    """An agent pinned to GPU nodes that mounts the device-plugin folder (as device plugins do): a
+    workload's fix ("drop the hostPath") is no help to it."""
+    mount = {"name": "dp", "mountPath": "/var/lib/kubelet/device-plugins"}
+    volumes = [{"name": "dp", "hostPath": {"path": "/var/lib/kubelet/device-plugins"}}]
+    gfd = agent_pod(nodeSelector={"nvidia.com/gpu.present": "true"}, volumes=volumes)
+    gfd["spec"]["containers"][0]["volumeMounts"] = [mount]
     (hostpath,) = run(gfd, rule="no-gpu-device-hostpath")
     assert hostpath.fix.startswith(
         'if this is a trusted GPU node agent, the platform exempts it: "monitoring/dcgm-exporter" in '
-        "exemptServiceAccounts (or its namespace in exemptNamespaces); otherwise request GPUs"
+        "exemptServiceAccounts (or its namespace in exemptNamespaces); otherwise a GPU pod gets its devices"
     )
-    workload = pod({"name": "t", "image": "x"}, volumes=gfd["spec"]["volumes"])
+    workload = pod({"name": "t", "image": "x", "volumeMounts": [mount]}, container("g", gpu=1), volumes=volumes)
     (plain,) = run(workload, rule="no-gpu-device-hostpath")
-    assert plain.fix.startswith("request GPUs") and plain.detail == hostpath.detail
+    assert plain.fix.startswith("a GPU pod gets its devices") and plain.detail == hostpath.detail
 
 
 def test_agent_images_come_from_config() -> None:

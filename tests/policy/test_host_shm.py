@@ -18,7 +18,7 @@ def test_off_by_default_and_not_a_device_finding() -> None:
     assert default_policy().mode(ID) is Mode.OFF
     assert run(shm_pod()) == []
     assert run(shm_pod("/dev/shm/")) == []
-    assert [v.rule for v in run(shm_pod("/dev"))] == ["no-gpu-device-hostpath"]
+    assert run(shm_pod("/dev")) == []  # a device node by hostPath: the device cgroup refuses it
 
 
 def test_when_on_it_names_the_memory_backed_empty_dir() -> None:

@@ -10,9 +10,10 @@ from tests import helpers
 from tests.helpers import POLICY, VOID, container, default_policy, mutate, pod, view, wrap
 from webhook.policy import engine
 
-# NVIDIA's void on its own: the shipped policy also gives AMD_VISIBLE_DEVICES=none (vendors.amd.isolate),
-# which has its own tests at the end of this file, with POLICY as it ships.
-P = default_policy(amd_isolate=False)
+# NVIDIA's void on its own, as the policy ships; where nodes run the AMD runtime
+# (vendors.amd.runtimeEnv) isolation also gives AMD_VISIBLE_DEVICES=none: tests at the end of this file.
+P = default_policy(amd_runtime_env=False)
+AMD_RUNTIME = default_policy(amd_runtime_env=True)
 AMD_NONE = {"name": "AMD_VISIBLE_DEVICES", "value": "none"}
 
 
@@ -103,7 +104,7 @@ def test_opt_out_annotation_does_not_disable_isolation() -> None:
 
 
 def test_disabled_and_templates() -> None:
-    assert mutated(pod(container()), default_policy(amd_isolate=False, isolate_non_gpu=False))[0] == []
+    assert mutated(pod(container()), default_policy(amd_runtime_env=False, isolate_non_gpu=False))[0] == []
     assert mutated(wrap(pod(container()), "Deployment"))[0] == []
 
 
@@ -137,7 +138,9 @@ def test_mig_and_shared_gpu_containers_are_never_voided() -> None:
 
 def test_device_resources_are_configurable() -> None:
     obj = pod(mig("npu", "example.com/npu"), mig("bad-value", "nvidia.com/mig-1g.5gb", "abc"))
-    ops, out = mutated(obj, default_policy(amd_isolate=False, device_resources=("example.com/npu", "nvidia.com/mig-*")))
+    ops, out = mutated(
+        obj, default_policy(amd_runtime_env=False, device_resources=("example.com/npu", "nvidia.com/mig-*"))
+    )
     assert ops == []  # an unparsable MIG request is left for validation, never voided
     _, out = mutated(obj)
     assert [c["name"] for c in out["spec"]["containers"] if VOID in c.get("env", [])] == ["npu"]
@@ -159,7 +162,7 @@ def test_companions_dra_extended_resources_and_kai_fraction_containers() -> None
 def test_kai_fraction_container_only_with_the_integration_and_only_that_container() -> None:
     obj = pod(container("sidecar"), container("gpu"), schedulerName="kai-scheduler")
     obj["metadata"]["annotations"] = {"gpu-fraction": "0.5", "gpu-fraction-container-name": "gpu"}
-    kai = default_policy(amd_isolate=False, kai=True)
+    kai = default_policy(amd_runtime_env=False, kai=True)
     _, out = mutated(obj, kai)
     assert [c["name"] for c in out["spec"]["containers"] if VOID in c.get("env", [])] == ["sidecar"]
     _, out = mutated(obj)  # without the integration KAI's own webhook replaces the void
@@ -173,7 +176,7 @@ def test_exempt_service_account_is_never_mutated() -> None:
     obj = pod(container("exporter"), namespace="monitoring", serviceAccountName="dcgm-exporter")
     assert (
         mutated(
-            obj, default_policy(amd_isolate=False, exempt_service_accounts=frozenset({"monitoring/dcgm-exporter"}))
+            obj, default_policy(amd_runtime_env=False, exempt_service_accounts=frozenset({"monitoring/dcgm-exporter"}))
         )[0]
         == []
     )
@@ -196,36 +199,36 @@ def test_every_container_without_an_amd_gpu_gets_amd_none_last() -> None:
         amd("zero", "amd.com/gpu", 0),
         initContainers=[container("init", env=[{"name": "AMD_VISIBLE_DEVICES", "value": "all"}])],
     )
-    _ops, out = helpers.mutated(obj)
+    _ops, out = helpers.mutated(obj, AMD_RUNTIME)
     env = {c["name"]: c.get("env", []) for c in out["spec"]["initContainers"] + out["spec"]["containers"]}
     assert env["cpu"] == [VOID, AMD_NONE]
-    assert env["nvidia"] == [AMD_NONE]  # NVIDIA's GPU kept; no AMD GPU asked for
+    assert env["nvidia"] == []  # a GPU container is left as written: it lands where nothing reads AMD's variable
     assert env["rocm"] == [VOID] and env["partition"] == [VOID]  # AMD's own: its variable never touched
     assert env["zero"] == [VOID, AMD_NONE]  # 0 of an AMD resource is no AMD GPU
     assert env["init"] == [{"name": "AMD_VISIBLE_DEVICES", "value": "all"}, VOID, AMD_NONE]  # last wins
-    assert helpers.mutated(out)[0] == []  # idempotent: the webhook's reinvocation changes nothing
+    assert helpers.mutated(out, AMD_RUNTIME)[0] == []  # idempotent: the webhook's reinvocation changes nothing
 
 
 @pytest.mark.parametrize("value", ["none", "void", ""])
 def test_an_exact_amd_no_device_literal_is_left_alone(value: str) -> None:
     entry = {"name": "AMD_VISIBLE_DEVICES", "value": value}
-    _ops, out = helpers.mutated(pod(container(env=[entry])))
+    _ops, out = helpers.mutated(pod(container(env=[entry])), AMD_RUNTIME)
     assert out["spec"]["containers"][0]["env"] == [entry, VOID]
 
 
 def test_claims_any_amd_domain_resource_and_the_switches() -> None:
     claim = container("dra", resources={"claims": [{"name": "gpu"}]})
     custom = amd("custom", "amd.com/some-future-partition")  # a name of AMD's domain the model lacks
-    _, out = helpers.mutated(pod(claim, custom, resourceClaims=[{"name": "gpu"}]))
+    _, out = helpers.mutated(pod(claim, custom, resourceClaims=[{"name": "gpu"}]), AMD_RUNTIME)
     assert [c.get("env") for c in out["spec"]["containers"]] == [[VOID], [VOID]]
-    for policy in (default_policy(amd_isolate=False), default_policy(isolate_non_gpu=False)):
+    for policy in (POLICY, default_policy(amd_runtime_env=True, isolate_non_gpu=False)):
         assert AMD_NONE not in helpers.mutated(pod(container()), policy)[1]["spec"]["containers"][0].get("env", [])
 
 
 def test_ephemeral_debug_container_gets_amd_none() -> None:
     obj = pod(amd("rocm", "amd.com/gpu"))
     obj["spec"]["ephemeralContainers"] = [{"name": "debugger", "image": "busybox"}]
-    ops = engine.mutate_new_ephemeral(view(obj, POLICY), POLICY, set()).ops
+    ops = engine.mutate_new_ephemeral(view(obj, AMD_RUNTIME), AMD_RUNTIME, set()).ops
     assert ops == [
         {"op": "add", "path": "/spec/ephemeralContainers/0/env", "value": [VOID]},
         {"op": "add", "path": "/spec/ephemeralContainers/0/env/-", "value": AMD_NONE},

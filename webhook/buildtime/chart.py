@@ -7,8 +7,9 @@ tests/test_match_conditions.py proves the CEL sends every pod the policy acts on
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,8 @@ class Clause:
 
 def clause(trigger: Any) -> Clause:
     """How the chart's CEL spells a trigger."""
-    from ..policy import Where
+    from ..policy import Where, cel
+    from ..policy.gpus import INSTANCE_TYPE
 
     value = f"$p.{trigger.setting}" if trigger.setting else (json.dumps(trigger.text) if trigger.text else "")
     where = trigger.where
@@ -36,11 +38,12 @@ def clause(trigger: Any) -> Clause:
             value,
         )
     if where is Where.GPU_RESOURCE:
-        # Patterns with "*" have no simple CEL spelling: send every container with an extended
-        # (domain-qualified) resource, a superset of the GPU model's names.
+        # The GPU model's own names and patterns (one "*": prefix and suffix), as the twins match
+        # them: a NIC's rdma/ or SR-IOV resource is no reason to reach a fail-closed webhook.
+        named = cel.named("k", "(@devices@ + @companions@)")
         return Clause(
-            "(has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, k.contains('/'))) || "
-            "(has(c.resources.requests) && c.resources.requests.exists(k, k.contains('/')))))",
+            f"(has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, {named})) || "
+            f"(has(c.resources.requests) && c.resources.requests.exists(k, {named}))))",
             True,
             "",
         )
@@ -71,21 +74,19 @@ def clause(trigger: Any) -> Clause:
     if where is Where.CONTAINER_MOUNT:
         return Clause("(has(c.volumeMounts) && c.volumeMounts.exists(m, m.mountPath.contains('%s')))", True, value)
     if where is Where.NODE_LABEL:
-        # Any required affinity may pin the label (In/Exists on it): send every pod that has one.
+        # Pinned as PodView.pinned_to reads it (nodeSelector, or a required node-affinity term with
+        # In/Exists on the label), not "any affinity": every DaemonSet pod has one (the controller's
+        # metadata.name term), and most charts set podAntiAffinity.
         if trigger.setting == "gpuNodeLabels":  # a list: the accelerator label, the others, the vendors'
-            own = "(prepend $p.gpuNodeLabels $p.acceleratorNodeSelector.labelKey)"
-            labels = f"(toJson (concat {own} {_vendor_lists('node_labels')}))"
+            return Clause(cel.pinned_to("@nodeLabels@"), False, "")
+        if trigger.text == INSTANCE_TYPE:  # only the GPU machine families (gpus.on_gpu_instance_type)
             return Clause(
-                "((has(object.spec.nodeSelector) && %s.exists(l, l in object.spec.nodeSelector)) || "
-                "has(object.spec.affinity))",
+                f"(has(object.spec.nodeSelector) && {cel.lit(INSTANCE_TYPE)} in object.spec.nodeSelector && "
+                f"@instanceTypes@.exists(p, object.spec.nodeSelector[{cel.lit(INSTANCE_TYPE)}].startsWith(p)))",
                 False,
-                labels,
+                "",
             )
-        return Clause(
-            "((has(object.spec.nodeSelector) && '%s' in object.spec.nodeSelector) || has(object.spec.affinity))",
-            False,
-            value,
-        )
+        return Clause(cel.pinned_to(f"[{cel.lit(trigger.text)}]"), False, "")
     if where is Where.RUNTIME_CLASS:
         return Clause(
             "(has(object.spec.runtimeClassName) && %s.exists(r, r == object.spec.runtimeClassName))",
@@ -100,6 +101,15 @@ def clause(trigger: Any) -> Clause:
         )
     if where is Where.HOST_PID:
         return Clause("(has(object.spec.hostPID) && object.spec.hostPID)", False, "")
+    if where is Where.HOST_IPC:
+        return Clause("(has(object.spec.hostIPC) && object.spec.hostIPC)", False, "")
+    if where is Where.CAPABILITIES:
+        return Clause(
+            "(has(c.securityContext) && has(c.securityContext.capabilities) && "
+            "has(c.securityContext.capabilities.add) && size(c.securityContext.capabilities.add) > 0)",
+            True,
+            "",
+        )
     if where is Where.ANNOTATION:
         return Clause(
             "(has(object.metadata.annotations) && object.metadata.annotations.exists(k, k.contains('%s')))",
@@ -109,24 +119,24 @@ def clause(trigger: Any) -> Clause:
     raise AssertionError(f"no CEL for {where}")
 
 
-def _vendor_lists(field: str) -> str:
-    """Helm for the names of `field` (a Vendor tuple) of each other vendor that is on: what
-    webhook.config adds to the top-level lists, so the chart's CEL sees the same names."""
-    from ..policy.vendors import OTHERS
-
-    parts = []
-    for vendor in OTHERS:
-        names = " ".join(json.dumps(n) for n in getattr(vendor, field))
-        parts.append(f"(ternary (list {names}) (list) $p.vendors.{vendor.key}.enabled)")
-    return " ".join(parts)
+_HOLES: Final = re.compile(r"%s|@(\w+)@")
 
 
 def _printf(c: Clause) -> str:
-    text = json.dumps(c.cel)
-    if not c.value:
-        return text
-    args = " ".join([c.value] * c.cel.count("%s"))
-    return f"(printf {text} {args})"
+    """Helm printing the clause: each %s is its value, each @name@ the chart value the native
+    policies print for it (webhook.buildtime.native.VALUES), so both read the same names."""
+    from .native import VALUES
+
+    args: list[str] = []
+
+    def hole(m: re.Match[str]) -> str:
+        args.append(c.value if m[1] is None else VALUES[m[1]])
+        return "%s"
+
+    text = _HOLES.sub(hole, c.cel.replace("%", "%%").replace("%%s", "%s"))
+    if not args:
+        return json.dumps(c.cel)
+    return f"(printf {json.dumps(text)} {' '.join(args)})"
 
 
 def _condition_body(gated: list[tuple[str, Clause]]) -> str:
@@ -157,6 +167,27 @@ def _rule_gate(rule_id: str) -> str:
     return f'ne (index $p.rules "{rule_id}" | default "deny") "off"'
 
 
+ENFORCEMENT: Final = '(include "gpu-policy.enforcement" .)'
+
+
+def _gates(rule: Any) -> tuple[str, str]:
+    """Helm tests for whether `rule`'s triggers go to the fail-closed pods webhook, and to the
+    fail-open one. Fail-closed: a rule that denies and has no CEL twin (or enforcement webhook, where
+    the webhook is all there is); a twinned deny rule in `both` is the API server's first, so the
+    webhook is only its backup and fails open; in `native` the twin alone judges. Fail-open: warn
+    and audit, whose loss in an outage is a warning, never a pod. A rule's switch must be on."""
+    mode = f'(index $p.rules "{rule.id}" | default "{rule.default_mode.value}")'
+    switch = f" (${'p.' + rule.switch})" if rule.switch else ""
+    reports = f'(has {mode} (list "warn" "audit"))'
+    denies = f'(eq {mode} "deny")'
+    if rule.native is None:
+        return f"and {denies}{switch}", f"and {reports}{switch}"
+    return (
+        f'and {denies} (eq {ENFORCEMENT} "webhook"){switch}',
+        f'and (ne {ENFORCEMENT} "native") (or {reports} {denies}){switch}',
+    )
+
+
 def _switch_gate(key: str) -> str:
     return f"$p.{key}"
 
@@ -172,24 +203,17 @@ def template_source() -> str:
         "rule's and mutation's triggers; tests/test_match_conditions.py proves these conditions send\n"
         "every pod the policy acts on.\n*/}}\n\n"
     )
-    # In enforcement native a rule with a CEL twin is the API server's alone: the webhook is sent
-    # only what the other rules could fire on (in both it judges everything, as a backup).
-    pods = [
-        (
-            _rule_gate(r.id)
-            if r.native is None
-            else f'and ({_rule_gate(r.id)}) (ne (include "gpu-policy.enforcement" .) "native")',
-            clause(t),
-        )
-        for r in RULES
-        for t in r.triggers
-    ]
-    # In native, a pod with DRA claims is sent whenever a twinned rule is on: the rules' policies
-    # leave such pods to the webhook (cel.NO_CLAIMS).
-    twinned = [_rule_gate(r.id) for r in RULES if r.native is not None]
+    # The fail-closed pods webhook is sent only what a rule that denies there could fire on; the
+    # fail-open one what the rest could (_gates), minus what the first is sent.
+    pods = [(_gates(r)[0], clause(t)) for r in RULES for t in r.triggers]
+    reported = [(_gates(r)[1], clause(t)) for r in RULES for t in r.triggers]
+    # Where the API server's policies judge (both, native), a pod with DRA claims goes to the
+    # fail-closed webhook whenever a twinned rule denies: those policies leave such pods to the
+    # webhook (cel.NO_CLAIMS), since only the cluster view tells a GPU claim from a NIC's.
+    twinned = [f'eq (index $p.rules "{r.id}" | default "{r.default_mode.value}") "deny"' for r in RULES if r.native]
     pods.append(
         (
-            f'and (eq (include "gpu-policy.enforcement" .) "native") (or {" ".join(f"({g})" for g in twinned)})',
+            f'and (ne {ENFORCEMENT} "webhook") (or {" ".join(f"({g})" for g in twinned)})',
             Clause(CLAIMS, False, ""),
         )
     )
@@ -207,6 +231,13 @@ def template_source() -> str:
         '{{/* CEL for the pods webhook: a pod any enabled rule could fire on ("false": none can). */}}\n'
         '{{- define "gpu-policy.podsCondition" -}}\n{{- $p := .Values.policy -}}\n'
         + _condition_body(pods)
+        + "\n{{- end -}}\n\n"
+    )
+    out += (
+        "{{/* CEL for the fail-open pods webhook: a pod a warn or audit rule (or, in enforcement both, a rule\n"
+        'the API server\'s own policies judge first) could fire on ("false": none can). */}}\n'
+        '{{- define "gpu-policy.podsReportCondition" -}}\n{{- $p := .Values.policy -}}\n'
+        + _condition_body(reported)
         + "\n{{- end -}}\n\n"
     )
     every = [_switch_gate(m.switch) for m in MUTATIONS if any(t.where is Where.EVERY_POD for t in m.triggers)]

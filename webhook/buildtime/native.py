@@ -60,7 +60,7 @@ VALUES: Final = {
     "kai": '(ternary "true" "false" $p.integrations.kai.enabled)',
     "maxPerPod": "(int $p.gpuMaxPerPod)",
     "isolate": '(ternary "true" "false" $p.isolateNonGpu)',
-    "amdIsolate": '(ternary "true" "false" (and $p.vendors.amd.enabled $p.vendors.amd.isolate))',
+    "amdRuntime": '(ternary "true" "false" (and $p.vendors.amd.enabled $p.vendors.amd.runtimeEnv))',
     "kaiSchedulers": "(toJson $p.integrations.kai.schedulerNames)",
     # The release namespace is always exempt (gpu-policy.config adds it to the server's too).
     "exemptNamespaces": "(toJson (concat $p.exemptNamespaces .Values.webhook.excludedNamespaces "

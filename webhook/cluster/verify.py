@@ -340,7 +340,7 @@ class Verifier:
                 "= false in the NVIDIA container toolkit"
                 if seen.devices or seen.gpus or seen.migs
                 else "render nodes reach a container without a GPU request: the AMD Container Runtime read "
-                "AMD_VISIBLE_DEVICES or DOCKER_RESOURCE_* (turn on vendors.amd.isolate and amd-runtime-envfrom, "
+                "AMD_VISIBLE_DEVICES or DOCKER_RESOURCE_* (turn on vendors.amd.runtimeEnv and amd-runtime-envfrom, "
                 "or take that runtime out of the node's CRI), or a hostPath or privileged default gives /dev/dri",
             )
 

@@ -11,13 +11,29 @@ from typing import Any, Final
 from ..policy import DEFAULT_MODES
 from ..policy.vendors import NVIDIA, VENDORS
 
-# The largest AdmissionReview the API server sends: the object it decodes is at most
-# MaxRequestBodyBytes, 3 MiB (k8s.io/apiserver pkg/server/config.go: twice etcd's 1.5 MiB request
-# limit, "as JSON is converted to proto when persisted"), and a review adds to it its envelope and
-# the managedFields the API server writes before admission. 1 MiB more covers both; an UPDATE's
-# oldObject is the stored object, so only an UPDATE of an object past ~2 MiB as JSON needs more.
-# The old default, 8 MiB, only let a hostile client make the server parse twice as much for nothing.
-MAX_REQUEST_BYTES: Final = 4 * 1024 * 1024
+# The largest AdmissionReview the API server sends for a Pod it can admit, from its own limits:
+# - etcd stores an object of at most ETCD_MAX_REQUEST_BYTES, 1.5 MiB (its --max-request-bytes
+#   default; a Pod is stored as protobuf, its strings byte for byte). A review is sent for an
+#   object before it is stored, but one past that is then refused by etcd: it is never admitted.
+# - The API server writes the review's JSON with Go's encoder, which escapes `<`, `>` and `&` as
+#   `\u003c` (and an invalid UTF-8 byte or a control character as `\ufffd`, `\u0001`): one
+#   stored byte can be JSON_ESCAPE = 6 bytes in the review. Nothing else grows more per byte in
+#   bulk (field names cost a few bytes per field in either form), so an object as JSON is at most
+#   6 x 1.5 MiB = 9 MiB: a Pod whose containers' env values are all `<`.
+# - An UPDATE (a `kubectl debug`'s ephemeralcontainers update too) carries the object and the
+#   stored oldObject: 2 x 9 MiB = 18 MiB (18,874,368 bytes).
+# - REVIEW_ENVELOPE, 1 MiB, covers the rest of the review: uid, kinds, resources, name and
+#   namespace (a few hundred bytes), the options, and userInfo (groups and extra, a few KiB).
+# So 2 x 6 x 1.5 MiB + 1 MiB = 19 MiB (19,922,944 bytes). MaxRequestBodyBytes, the API server's
+# 3 MiB limit on what a client sends, bounds none of this (the old default was 3 MiB + 1 MiB):
+# the review is not the request. A JSON body of 3 MiB of raw `<` is an 18 MiB object in its
+# review, and defaulting fills in a hundred bytes for each `{}` container; but such an object is
+# past etcd's limit, so its 413 here admits nothing (with failurePolicy Ignore it goes unmutated
+# to etcd, which refuses it). An etcd with a larger --max-request-bytes needs 12 x it + 1 MiB.
+ETCD_MAX_REQUEST_BYTES: Final = 1536 * 1024
+JSON_ESCAPE: Final = 6
+REVIEW_ENVELOPE: Final = 1024 * 1024
+MAX_REQUEST_BYTES: Final = 2 * JSON_ESCAPE * ETCD_MAX_REQUEST_BYTES + REVIEW_ENVELOPE
 
 # Every key, with its default: the one place defaults are written. `make generate` derives the
 # README's configuration reference and the chart's values.yaml `policy` block from it (with
@@ -31,7 +47,7 @@ DEFAULTS: dict[str, Any] = {
     "gpuCompanionResources": list(NVIDIA.companions),
     # The other vendors' names (webhook.policy.vendors) are added to the lists above when on.
     "vendors": {
-        "amd": {"enabled": True, "isolate": True},
+        "amd": {"enabled": True, "runtimeEnv": False},
         "intel": {"enabled": True},
     },
     "integrations": {
@@ -111,7 +127,10 @@ DEFAULTS: dict[str, Any] = {
     "server": {
         "maxRequestBytes": MAX_REQUEST_BYTES,
         "maxConnections": 1000,
-        "maxInflightBytes": 4 * MAX_REQUEST_BYTES,
+        # One largest review received while another is judged (webhook.serve.transport: a large
+        # body that does not fit waits for its turn, never a 503); the chart's memory limit holds
+        # it (docs/operations.md has the measured peak).
+        "maxInflightBytes": 2 * MAX_REQUEST_BYTES,
         "certReloadSeconds": 10.0,
         "configReloadSeconds": 5.0,
         "drainSeconds": 5.0,
@@ -135,7 +154,9 @@ COMMENTS: dict[str, str] = {
     "gpuSharedResources": "of those, time-sliced/MPS slots: at most 1 per container (the device plugin refuses more)",
     "gpuCompanionResources": "resources that imply a GPU without a device resource (HAMi, xGPU)",
     "vendors.amd.enabled": "AMD GPUs (amd.com/gpu, partitions, AMD_VISIBLE_DEVICES): their names join the lists above",
-    "vendors.amd.isolate": "with isolateNonGpu: AMD_VISIBLE_DEVICES=none for containers that get no AMD GPU",
+    "vendors.amd.runtimeEnv": "nodes run the AMD Container Runtime, which reads AMD_VISIBLE_DEVICES and DOCKER_RESOURCE_* "
+    "from container env: isolation adds AMD_VISIBLE_DEVICES=none (with isolateNonGpu) and amd-runtime-envfrom judges "
+    "envFrom; off, neither touches a pod (the AMD GPU operator does not install that runtime)",
     "vendors.intel.enabled": "Intel GPUs (gpu.intel.com/i915, xe; monitoring only for exempt agents)",
     "integrations.kai.enabled": "KAI Scheduler fraction pods: the NVIDIA_VISIBLE_DEVICES KAI injects is allowed",
     "integrations.kai.schedulerNames": "schedulerName values of KAI's pods",
@@ -169,10 +190,11 @@ COMMENTS: dict[str, str] = {
     "isolateNonGpu": "NVIDIA_VISIBLE_DEVICES=void for containers that request no GPU",
     "customResources": "[{group: x.example.com, kind: Trainer, templates: ['spec.stages[*].template'], "
     "containers: ['spec.steps[*].container']}]; podSpecs: inline pod specs; not Pod (judged as itself)",
-    "server.maxRequestBytes": "the largest review the API server sends (its 3 MiB object limit + 1 MiB); "
-    "larger bodies get HTTP 413",
+    "server.maxRequestBytes": "the largest review the API server sends for a pod etcd can store: an UPDATE's "
+    "object and oldObject, each 6 x etcd's 1.5 MiB (a `<` is 6 bytes as JSON), + 1 MiB; larger bodies get HTTP 413",
     "server.maxConnections": "open connections at most (the API servers pool a few dozen); more are answered 503",
-    "server.maxInflightBytes": "bodies being received or judged at once, summed; a request past it gets 503",
+    "server.maxInflightBytes": "bodies past 64 KiB being received or judged at once, summed (at least "
+    "maxRequestBytes); a body past it waits its turn, first come first served, never a 503",
     "server.certReloadSeconds": "how often tls.crt/tls.key are checked for a new pair",
     "server.configReloadSeconds": "how often this file is checked for changes (SIGHUP: at once); 0: never",
     "server.drainSeconds": "after SIGTERM: not-ready but still serving this long (Ctrl-C: no wait)",

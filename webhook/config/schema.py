@@ -91,7 +91,7 @@ def config_schema() -> Schema:
             "gpuCompanionResources": _resources(),
             "vendors": _object(
                 {
-                    "amd": _object({"enabled": _boolean(), "isolate": _boolean()}),
+                    "amd": _object({"enabled": _boolean(), "runtimeEnv": _boolean()}),
                     "intel": _object({"enabled": _boolean()}),
                 }
             ),

@@ -324,7 +324,7 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], found: Found) -> Setti
         shared_resources=tuple(shared),
         companion_resources=tuple(companions),
         vendors=tuple(vendors),
-        amd_isolate=AMD in vendors and c["vendors"]["amd"]["isolate"],
+        amd_runtime_env=AMD in vendors and c["vendors"]["amd"]["runtimeEnv"],
         kai=integrations["kai"]["enabled"],
         kai_schedulers=frozenset(integrations["kai"]["schedulerNames"]),
         hami=integrations["hami"]["enabled"],

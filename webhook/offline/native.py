@@ -68,7 +68,7 @@ VALUES: Final[dict[str, Callable[[Policy], str]]] = {
     "kai": lambda p: "true" if p.kai else "false",
     "maxPerPod": lambda p: str(p.gpu_max_per_pod),
     "isolate": lambda p: "true" if p.isolate_non_gpu else "false",
-    "amdIsolate": lambda p: "true" if p.amd_isolate else "false",
+    "amdRuntime": lambda p: "true" if p.amd_runtime_env else "false",
     "kaiSchedulers": lambda p: json.dumps(sorted(p.kai_schedulers)),
     "exemptNamespaces": lambda p: json.dumps(sorted(p.exempt_namespaces)),
     "exemptUsernames": lambda p: json.dumps(sorted(p.exempt_usernames)),

@@ -16,7 +16,7 @@ from .nodes import view_of_nodes
 from .objects import PodView, build_pod_view, build_views, find_templates
 from .patch import join
 from .registry import MUTATIONS, OBJECT_RULES, RULES, check_pod
-from .rule import ObjectRule, Rule
+from .rule import SWITCHES, ObjectRule, Rule
 from .shapes import ShapeError
 from .switches import RulesOn
 from .types import MAX_WARNING, Changes, Mode, Plan, Policy, Violation
@@ -98,6 +98,9 @@ def watches_namespaces(policy: Policy) -> bool:
 def example_policy(rule: Rule | ObjectRule, policy: Policy) -> Policy:
     """`policy` as a rule's example is judged by: with the example's node table as the cluster
     view when it has one (the pre-flight rules are silent without a cluster)."""
+    if isinstance(rule, Rule) and rule.switch:
+        switched: dict[str, Any] = {SWITCHES[rule.switch]: True}
+        policy = replace(policy, **switched)
     if isinstance(rule, Rule) and rule.example_nodes:
         return replace(policy, cluster=view_of_nodes(rule.example_nodes))
     return policy

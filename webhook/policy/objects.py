@@ -28,6 +28,7 @@ NO_CLAIMS: Final[Mapping[str, tuple[str, str]]] = MappingProxyType({})
 class HostPath:
     index: int  # in spec.volumes
     path: str
+    name: str = ""  # the volume's name, which volumeMounts refer to
 
 
 # What one object may hold and still be judged: the budget that keeps the work a request causes
@@ -437,7 +438,8 @@ def _host_paths(value: Any, spec_path: str) -> tuple[HostPath, ...]:
         where = f"{spec_path}.volumes[{i}].hostPath"
         host_map = as_mapping(host, where, optional=False)
         assert host_map is not None
-        out.append(HostPath(i, as_string(host_map.get("path"), where, "path")))
+        name = volume.get("name")
+        out.append(HostPath(i, as_string(host_map.get("path"), where, "path"), name if isinstance(name, str) else ""))
     return tuple(out)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 from .cel import Check
 from .objects import PodView
@@ -46,6 +46,8 @@ class Where(StrEnum):
     ANNOTATION = "annotation"  # a substring of a pod (template) annotation key
     PRIVILEGED = "privileged container"  # any container with securityContext.privileged true
     HOST_PID = "host PID"  # spec.hostPID true
+    HOST_IPC = "host IPC"  # spec.hostIPC true
+    CAPABILITIES = "added capabilities"  # any container with securityContext.capabilities.add
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +146,14 @@ class Rule:
     # (enforcement both/native): NOT_YET, CLUSTER_VIEW, ... or its own.
     native: NativeRule | None = None
     webhook_only: str = NOT_YET
+    # A boolean config key (dotted, a key of SWITCHES) without which the rule never fires, whatever
+    # its mode: the chart's conditions leave its triggers out while it is off, so no pod is sent
+    # for nothing; its example is judged with it on.
+    switch: str = ""
+
+
+# Rule.switch: the config key, and the Policy field it sets.
+SWITCHES: Final = {"vendors.amd.runtimeEnv": "amd_runtime_env"}
 
 
 @dataclass(frozen=True, slots=True)

@@ -162,8 +162,8 @@ class Policy:
     # The vendors whose names are in the lists above (NVIDIA always, first; then those switched on
     # in vendors.<key>.enabled): the rules read their granting variables and messages from these.
     vendors: tuple[Vendor, ...]
-    # isolate-non-gpu also gives AMD_VISIBLE_DEVICES=none (vendors.amd.isolate, AMD on).
-    amd_isolate: bool
+    # isolate-non-gpu also gives AMD_VISIBLE_DEVICES=none (vendors.amd.runtimeEnv, AMD on).
+    amd_runtime_env: bool
     # Integrations with GPU-sharing schedulers (off by default).
     kai: bool
     kai_schedulers: frozenset[str]

@@ -21,9 +21,13 @@ Ours, because neither library has it (each a few lines, marked below):
   is mirrored in `_continue`);
 - 408 for a body not complete within server.bodySeconds;
 - the caps (server.maxConnections, server.maxInflightBytes): a connection past the cap is
-  answered 503 before any request is read; a large body (past SMALL_BODY) that does not fit the
-  in-flight budget, 503 before it is read. Small bodies, what the API server sends nearly always,
-  are never refused for it: their memory is bounded by the connection cap;
+  answered 503 before any request is read. A large body (past SMALL_BODY) that does not fit the
+  in-flight budget waits for it, before a byte more of it is read: first come, first served, for
+  at most WAIT_SECONDS (the API server's longest webhook timeout), and leaves the queue as soon
+  as its connection closes. Never a 503 for a body the API server can send (with failurePolicy
+  Ignore, a mutation skipped for load would admit a pod without isolation): the budget always
+  holds one body of maxRequestBytes, so the queue always moves. Small bodies, what the API server
+  sends nearly always, never count against it: their memory is bounded by the connection cap;
 - fairness: large reviews are judged one at a time and only after the loop has had its turn, so
   a bystander's small review waits for at most one large one, never for a queue of them;
 - the log: a client's mistake is one WARNING line (malformed request) or DEBUG (reset, timeout,
@@ -37,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Final, cast
 
@@ -60,6 +65,13 @@ SMALL_BODY: Final = 64 * 1024
 # had each sent a 4 MiB review held 193 KiB each; reconnecting costs one handshake per large review.
 CLOSE_AFTER: Final = 256 * 1024
 BUSY_LOG_SECONDS: Final = 10.0  # refusals for load are logged at most this often (a flood is one line)
+# How long a large body waits for the in-flight budget: the longest timeout the API server gives a
+# webhook call (admissionregistration.k8s.io/v1 timeoutSeconds is at most 30; the chart's is 5),
+# so no review the API server still waits for is refused for load. The configured timeout is not
+# known here, and need not be: the API server closes its connection when it gives up, and a closed
+# connection leaves the queue at once (Connection.connection_lost). A 503 after this long answers
+# nobody who is still waiting.
+WAIT_SECONDS: Final = 30.0
 
 
 class Route:
@@ -78,7 +90,7 @@ class Connection(web.RequestHandler):
     """aiohttp's connection protocol plus the two deadlines it lacks, stamped here and enforced
     by the server's sweep (a stamp per request costs less than a timer per request)."""
 
-    __slots__ = ("busy", "clock", "closing_since", "full", "headers_since", "socket", "stalled_since")
+    __slots__ = ("busy", "clock", "closing_since", "full", "headers_since", "socket", "stalled_since", "waiting")
 
     def __init__(self, manager: web.Server, full: Callable[[], bool], **kwargs: Any) -> None:
         super().__init__(manager, **kwargs)
@@ -91,6 +103,8 @@ class Connection(web.RequestHandler):
         # aiohttp lets go of the transport when it closes it; a close waits for unsent answers,
         # which a client that reads nothing never takes: kept here to abort it.
         self.socket: asyncio.Transport | None = None
+        # Its large request's turn in the in-flight queue (Transport._reserve), while it waits.
+        self.waiting: asyncio.Future[bool] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         if self.full():
@@ -109,6 +123,13 @@ class Connection(web.RequestHandler):
         if not self.busy and not self.headers_since:
             self.headers_since = self.clock()
         super().data_received(data)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        super().connection_lost(exc)
+        # Gone while its request waited for the in-flight budget: out of the queue at once (the
+        # API server closes the connection when its timeout passes), never holding up the rest.
+        if self.waiting is not None and not self.waiting.done():
+            self.waiting.set_result(False)
 
     def pause_writing(self) -> None:
         super().pause_writing()
@@ -163,6 +184,12 @@ class Transport:
         self._listener: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self.inflight = 0  # bytes of large bodies being received or judged (server.maxInflightBytes)
+        # At least one body of the largest size, always (webhook.config also refuses a smaller budget).
+        self.budget = max(limits.max_inflight_bytes, limits.max_request_bytes)
+        # Large requests waiting for the budget, first come first served: (bytes, turn); a turn's
+        # result is True once granted (its bytes already counted in `inflight`), False if its
+        # connection closed meanwhile.
+        self._queue: deque[tuple[int, asyncio.Future[bool]]] = deque()
         self._lane = asyncio.Lock()  # large reviews are judged one at a time (see _judge)
         self.refused = 0  # requests and connections answered 503 for load since the last log line
         self._refused_logged = 0.0
@@ -309,17 +336,22 @@ class Transport:
             if route.body:
                 limit = self.limits.max_request_bytes
                 declared = request.content_length
+                if declared is not None and declared > limit:
+                    # Refused as it is, without waiting for the in-flight budget first.
+                    return refusal(413, f"body larger than the {limit} byte limit: {declared} bytes declared")
                 if declared is None or declared > SMALL_BODY:
                     # A large body (or one of unknown length, counted at the limit) must fit the
-                    # in-flight budget before a byte of it is read; refused ones never are.
-                    need = limit if declared is None else min(declared, limit)
-                    budget = self.limits.max_inflight_bytes
-                    if self.inflight + need > budget:
-                        self._busy(f"{self.inflight} bytes of request bodies in flight (server.maxInflightBytes)")
-                        response = refusal(503, f"too many large requests in flight ({budget} bytes): try again")
+                    # in-flight budget before more of it is read: it waits for its turn.
+                    need = limit if declared is None else declared
+                    granted = await self._reserve(conn, need)
+                    if granted is None:
+                        # The connection closed while it waited: nobody reads an answer.
+                        raise ConnectionResetError("closed while waiting for the in-flight budget")
+                    if not granted:
+                        self._busy(f"a large request waited {WAIT_SECONDS:g} s for the in-flight budget")
+                        response = refusal(503, f"waited {WAIT_SECONDS:g} s for {self.budget} bytes in flight")
                         response.headers[hdrs.RETRY_AFTER] = "1"
                         return response
-                    self.inflight += need
                     reserved = need
                 content = request.content
                 if content.is_eof() and hdrs.EXPECT not in request.headers:
@@ -356,7 +388,74 @@ class Transport:
             return self._reply(answer, close=len(body) > CLOSE_AFTER)
         finally:
             conn.busy = False
-            self.inflight -= reserved
+            if reserved:
+                self._release(reserved)
+
+    async def _reserve(self, conn: Connection, need: int) -> bool | None:
+        """Ours: `need` bytes of the in-flight budget for a large request (True), at once if
+        nobody waits before it and they fit, else once every request queued before it has had its
+        turn and they fit. False after WAIT_SECONDS; None if its connection closed meanwhile.
+
+        Strictly first come, first served, so a large request is never passed over for smaller
+        ones forever. `need` is at most maxRequestBytes, which the budget holds: with nothing in
+        flight the head of the queue always fits, so the queue always moves. While a request
+        waits its body is not read: aiohttp pauses its connection after 128 KiB (two of its
+        64 KiB buffers); the rest stays with the client."""
+        if not self._queue and self.inflight + need <= self.budget:
+            self.inflight += need
+            return True
+        turn: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        entry = (need, turn)
+        self._queue.append(entry)
+        conn.waiting = turn
+        self.on_body_wait(1)  # its body is still to come: counted in the in-flight gauge
+        try:
+            await asyncio.wait((turn,), timeout=WAIT_SECONDS)
+        except BaseException:  # cancelled (shutdown): what it was granted goes back
+            if self._settle(entry, conn):
+                self._release(need)
+            raise
+        finally:
+            self.on_body_wait(-1)
+        if self._settle(entry, conn):
+            return True
+        return None if turn.done() and not turn.cancelled() else False
+
+    def _settle(self, entry: tuple[int, asyncio.Future[bool]], conn: Connection) -> bool:
+        """A wait is over: whether it was granted. Not granted, it leaves the queue (its turn
+        cancelled if still pending), which may let the next ones in."""
+        conn.waiting = None
+        turn = entry[1]
+        if turn.done() and not turn.cancelled() and turn.result():
+            return True
+        if not turn.done():
+            turn.cancel()
+        try:
+            self._queue.remove(entry)
+        except ValueError:  # already taken off the head by _grant
+            pass
+        self._grant()
+        return False
+
+    def _release(self, size: int) -> None:
+        """`size` bytes of the budget given back: the next in the queue may fit now."""
+        self.inflight -= size
+        if self._queue:
+            self._grant()
+
+    def _grant(self) -> None:
+        """Turns given in order from the head of the queue, while they fit."""
+        queue = self._queue
+        while queue:
+            need, turn = queue[0]
+            if turn.done():  # its connection closed, or it stopped waiting: skipped
+                queue.popleft()
+                continue
+            if self.inflight + need > self.budget:
+                return
+            queue.popleft()
+            self.inflight += need
+            turn.set_result(True)
 
     async def _judge(self, handler: Handler, content_type: str, body: bytes) -> Answer:
         """A large review: judged in the lane, one at a time, after two turns of the loop.

@@ -19,9 +19,9 @@ from .. import cel
 from ..cel import KAI_CONTAINER_NAME, LISTS, present
 from ..containers import Container
 from ..gpus import (
+    grants_nothing,
     is_companion,
     is_device,
-    isolated,
     plugin_env_gpu,
     vendor_isolated,
 )
@@ -81,10 +81,14 @@ def _changes(view: PodView, policy: Policy, skip: Collection[str] = (), only_eph
         imex = _imex_open(c, view, policy)
         if imex:
             ops.append(append_env(c.pointer, c.has_env, dict(VOID_IMEX)))
-        void = isolated(c, view, policy)
+        gpu_env = plugin_env_gpu(c, view, policy)
+        void = policy.isolate_non_gpu and not gpu_env and not grants_nothing(c)  # gpus.isolated
         if void:
             ops.append(append_env(c.pointer, c.has_env or imex, dict(VOID)))
-        if policy.amd_isolate and policy.isolate_non_gpu and vendor_isolated(c, AMD):
+        # Only where nodes run the AMD runtime (the one switch that also turns amd-runtime-envfrom
+        # on), and never in a container whose GPU comes through NVIDIA's env: it lands on NVIDIA
+        # nodes, where nothing reads the variable, and GPU containers are left as written.
+        if policy.amd_runtime_env and policy.isolate_non_gpu and not gpu_env and vendor_isolated(c, AMD):
             ops.append(append_env(c.pointer, c.has_env or imex or void, dict(VOID_AMD)))
         if not void:
             continue
@@ -152,7 +156,7 @@ def _variables(field: str, new_only: bool) -> list[tuple[str, str]]:
         (f"imex{name}", f"{each}.filter(i, {chosen} && !(i in variables.gpu{name}) && {_cel_imex(c)})"),
         (
             f"amd{name}",
-            f"@amdIsolate@ ? {each}.filter(i, {chosen} && !{_cel_amd_gpu(c)} && "
+            f"@amdRuntime@ ? {each}.filter(i, {chosen} && !(i in variables.gpu{name}) && !{_cel_amd_gpu(c)} && "
             f"!{cel.grants_nothing(c, AMD_VAR, AMD.no_devices)}) : []",
         ),
     ]
@@ -205,7 +209,8 @@ MUTATION: Mutation = Mutation(
     "so `no-visible-devices-env` can deny them with its message; pods of exempt service accounts. On "
     "`pods/ephemeralcontainers` only newly added ephemeral containers are patched. A container without a GPU "
     "whose `envFrom` could set `NVIDIA_IMEX_CHANNELS` (no prefix ruling it out) gets `NVIDIA_IMEX_CHANNELS=void` "
-    "too. With AMD on (`vendors.amd.isolate`), every container that may get no AMD GPU (no count of an "
+    "too. Where nodes run the AMD Container Runtime (`vendors.amd.runtimeEnv`, off by default), every container "
+    "that may get no GPU through NVIDIA's env and no AMD GPU (no count of an "
     "`amd.com/` resource, no DRA claim) and whose last `AMD_VISIBLE_DEVICES` entry is not exactly `none`, "
     "`void` or empty gets `AMD_VISIBLE_DEVICES=none` after it: the AMD Container Runtime adds the GPUs that "
     "variable lists, and ignores `none`. No other warning (it applies to nearly every pod). The opt-out "

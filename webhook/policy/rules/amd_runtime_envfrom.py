@@ -1,5 +1,5 @@
-"""amd-runtime-envfrom (off by default): where nodes run the AMD Container Runtime, envFrom must not
-be able to set a variable it reads as a device list.
+"""amd-runtime-envfrom (deny, while vendors.amd.runtimeEnv is on): where nodes run the AMD Container
+Runtime, envFrom must not be able to set a variable it reads as a device list.
 
 Restricted fields: spec.{initContainers,containers,ephemeralContainers}[*].envFrom[*].prefix
 Flagged (AMD on): an envFrom item whose prefix does not rule out `DOCKER_RESOURCE_*`, or
@@ -10,9 +10,10 @@ Why: the AMD runtime (ROCm/container-toolkit internal/oci/oci.go getAMDEnv) read
 named AMD_VISIBLE_DEVICES or starting with DOCKER_RESOURCE_, the last one winning, and the kubelet
 hands the pod's variables to the runtime in Go map order (kubelet_pods.go makeEnvironmentVariables),
 so a ConfigMap key DOCKER_RESOURCE_X=all may come after isolation's AMD_VISIBLE_DEVICES=none and
-win. A look-up proves nothing: the owner may change the ConfigMap after admission. Off by default
-because the AMD GPU operator does not install that runtime (only `amd-ctk` for Docker does), and on
-it would refuse every envFrom without a prefix; a platform whose nodes run it turns it to deny.
+win. A look-up proves nothing: the owner may change the ConfigMap after admission. It and AMD's
+isolation follow one switch, vendors.amd.runtimeEnv (off by default: the AMD GPU operator does not
+install that runtime, only `amd-ctk` for Docker does): both assume the same nodes, so a fleet
+without the runtime gets neither an AMD variable in every container nor a refused envFrom.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ..containers import loads
 from ..gpus import kai_env_from
 from ..objects import PodView
 from ..rule import NativeRule, Rule, Trigger, Where
-from ..types import Mode, Policy, Violation
+from ..types import Policy, Violation
 from ..vendors import AMD, prefix_reaches
 
 ID = "amd-runtime-envfrom"
@@ -39,7 +40,7 @@ FIX: Final = (
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
     out: list[Violation] = []
-    if AMD not in policy.vendors:
+    if AMD not in policy.vendors or not policy.amd_runtime_env:
         return out
     for c in view.containers:
         if not c.raw_env_from:
@@ -75,7 +76,7 @@ def _reaches(c: str, prefix: str) -> str:
 
 
 def _amd_on(_c: str) -> str:
-    return "@amd@"
+    return "@amdRuntime@"
 
 
 NATIVE: Final = NativeRule(*cel.env_from_checks(ID, EnvFromOpen(_reaches, _amd_on, DETAIL, FIX)))
@@ -84,7 +85,8 @@ NATIVE: Final = NativeRule(*cel.env_from_checks(ID, EnvFromOpen(_reaches, _amd_o
 RULE: Rule = Rule(
     id=ID,
     check=check,
-    summary="Off by default; for nodes that run the AMD Container Runtime: no `envFrom` item whose `prefix` "
+    summary="Where nodes run the AMD Container Runtime (`vendors.amd.runtimeEnv`, off by default): no `envFrom` "
+    "item whose `prefix` "
     "could set a `DOCKER_RESOURCE_*` variable, or `AMD_VISIBLE_DEVICES` where `env` does not set it.",
     why="That runtime reads every such variable and the last one wins, but the kubelet passes the pod's variables "
     "in no defined order, so a ConfigMap key can beat isolation's `AMD_VISIBLE_DEVICES=none`.",
@@ -93,5 +95,5 @@ RULE: Rule = Rule(
     native=NATIVE,
     webhook_only="",
     example={"spec": {"containers": [{"name": "t", "envFrom": [{"configMapRef": {"name": "settings"}}]}]}},
-    default_mode=Mode.OFF,
+    switch="vendors.amd.runtimeEnv",
 )

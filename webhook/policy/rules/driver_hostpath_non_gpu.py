@@ -1,4 +1,10 @@
-"""driver-hostpath-non-gpu: pods without a GPU do not mount the node's NVIDIA driver.
+"""driver-hostpath-non-gpu (off by default): pods without a GPU do not mount the node's NVIDIA driver.
+
+Off by default since the boundary model (docs/policy.md, "The boundary"): the driver's files give a
+container nothing without a device node its device cgroup allows, which only the device plugin,
+DRA, privilege or SYS_ADMIN add; a writable driver folder is a device channel, which
+node-wide-access reports for every pod (no-gpu-device-hostpath denies it in GPU pods). A platform
+that wants non-GPU pods never to read the driver turns it on.
 
 Restricted fields: spec.volumes[*].hostPath.path, normalised, that is, lies under or contains a
 vendor driver folder: /home/kubernetes/bin/nvidia (GKE), /usr/local/nvidia (CCE and others),
@@ -16,7 +22,7 @@ from ..gpus import gpu_pod
 from ..hostpaths import normalise, overlaps
 from ..objects import PodView
 from ..rule import PATHS, Rule, Trigger, Where
-from ..types import Policy, Violation
+from ..types import Mode, Policy, Violation
 from ..vendors import NVIDIA
 
 ID = "driver-hostpath-non-gpu"
@@ -51,11 +57,12 @@ RULE: Rule = Rule(
     id=ID,
     check=check,
     summary="A pod that gets no GPU mounts no hostPath under or containing `/home/kubernetes/bin/nvidia`, "
-    "`/usr/local/nvidia` or `/run/nvidia/driver`.",
+    "`/usr/local/nvidia` or `/run/nvidia/driver` (off by default: without a device the driver gives nothing).",
     why="The driver is half of a GPU: paired with device nodes obtained elsewhere it bypasses the device plugin. "
     "GPU pods get it from the device plugin (GKE's TCPX daemons mount it next to their GPUs, and stay allowed).",
     reads=("volumes[*].hostPath.path", "containers[*].resources", "nodeSelector", "affinity"),
     triggers=(Trigger(Where.HOSTPATH_VOLUME, "hostPath"),),
+    default_mode=Mode.OFF,
     example={
         "spec": {
             "containers": [{"name": "t", "image": "ubuntu:22.04"}],

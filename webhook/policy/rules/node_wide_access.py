@@ -1,88 +1,136 @@
-"""node-wide-access (warn by default): a pod that asks for no GPU but reaches every GPU of its node.
+"""node-wide-access (warn by default): a pod outside the boundary the GPU guarantee covers.
 
-Looked at: pods (templates) that are no GPU pods (the GPU rules judge those: no-privileged-gpu,
-no-host-namespaces-gpu, no-gpu-device-hostpath) and no GPU node agents (gpu-node-agent tells them
-the exemption to ask for).
-Flagged: a privileged container of any kind (a `kubectl debug --profile=sysadmin` ephemeral one
-included), hostPID, and a hostPath that is, lies under or contains the container runtime's state
-(`/run/containerd`, `/run/crio`, `/run/docker.sock`, `/run/docker`, `/run/k3s/containerd`,
-`/run/cri-dockerd.sock`, `/var/lib/containerd`, `/var/lib/docker`; `/var/run` read as `/run`).
+The guarantee (no container sees a device it was not allocated) holds for node-isolated pods:
+docs/policy.md, "The boundary". A pod leaves that ground with what Pod Security Admission's
+baseline forbids and that reaches the node's device channels:
+- a privileged container (every device node; a `kubectl debug --profile=sysadmin` one included),
+  or a capability outside baseline's list (`SYS_ADMIN` rewrites the container's own device cgroup,
+  measured under the RuntimeDefault seccomp profile; `ALL`, `SYS_MODULE`, `BPF`, ... reach the
+  kernel);
+- hostPID or hostIPC (every process of the node, other pods' GPU jobs included);
+- a hostPath that reaches a device channel (hostpaths.CHANNELS: the kubelet's plugin sockets, the
+  runtimes' and NRI's sockets, CDI specs, the NVIDIA runtime's files, /proc and /sys writable).
 
-Why only a warning by default: this is Pod Security Admission's `baseline` domain, and node agents
-outside the exempt namespaces legitimately need some of it. But many GPU clusters do not enforce
-baseline, and a pod that needs no GPU request to land on an untainted GPU node (or names one with
-nodeName) reaches every card there: a privileged container sees every device node, hostPID reaches
-the GPU processes of every pod, the runtime's socket starts a container with any device. The
-platform makes it a denial with `rules: {node-wide-access: deny}`.
+Every pod is looked at, GPU or not, whatever its images: an image prefix is no identity (an image
+under nvcr.io/nvidia made a privileged pod a "node agent" and skipped this rule). In a GPU pod the
+GPU rules deny privilege, SYS_ADMIN, host namespaces and channel hostPaths themselves
+(no-privileged-gpu, no-host-namespaces-gpu, no-gpu-device-hostpath): this rule reports the rest.
+
+Why only a warning by default: node agents (CNI, CSI, monitoring, logging, security) need exactly
+this, and where they run is the platform's to say. The fix names the exemption that fits a node
+agent (its namespace, or its service account) and Pod Security Admission for everything else; the
+platform makes it a denial with `rules: {node-wide-access: deny}`, which holds the guarantee on
+every node (a pod outside the boundary can otherwise change what other pods get).
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from ..gpus import gpu_pod, node_agent
-from ..hostpaths import normalise, overlaps
+from ..gpus import agent_account, gpu_pod
+from ..hostpaths import channel
+from ..nvidia import privileged_capability
 from ..objects import PodView
 from ..rule import PATHS, Rule, Trigger, Where
 from ..types import Mode, Policy, Violation
 
 ID = "node-wide-access"
-RUNTIME_STATE: Final = (
-    "/run/containerd",
-    "/run/crio",
-    "/run/docker.sock",
-    "/run/docker",
-    "/run/k3s/containerd",
-    "/run/cri-dockerd.sock",
-    "/var/lib/containerd",
-    "/var/lib/docker",
+# Pod Security Admission's baseline: the capabilities a pod may add (pod-security-admission,
+# policy/check_capabilities_baseline.go, capabilities_allowed_1_0).
+BASELINE_CAPS: Final = frozenset(
+    {
+        "AUDIT_WRITE",
+        "CHOWN",
+        "DAC_OVERRIDE",
+        "FOWNER",
+        "FSETID",
+        "KILL",
+        "MKNOD",
+        "NET_BIND_SERVICE",
+        "SETFCAP",
+        "SETGID",
+        "SETPCAP",
+        "SETUID",
+        "SYS_CHROOT",
+    }
 )
-FIX = "drop it and enforce Pod Security Admission baseline on this namespace; node agents run in an exempt namespace"
 
 
-def _reaches(path: str) -> str | None:
-    norm = normalise(path)
-    return next((root for root in RUNTIME_STATE if overlaps(norm, root)), None)
+def _fix(view: PodView) -> str:
+    return (
+        "a node agent runs in an exempt namespace (exemptNamespaces; the chart's webhook.excludedNamespaces) or under "
+        f'an exempt service account (exemptServiceAccounts: ["{agent_account(view)}"]); anything else drops it, and '
+        "Pod Security Admission baseline on its namespace keeps it out"
+    )
+
+
+def _outside_baseline(cap: str) -> bool:
+    name = cap.strip().upper()
+    return (name[4:] if name.startswith("CAP_") else name) not in BASELINE_CAPS
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
     out: list[Violation] = []
-    privileged = [c for c in view.containers if c.privileged]
-    if not privileged and not view.host_pid and not view.raw_volumes:
+    caps = any(c.added_capabilities for c in view.containers)
+    privileged = any(c.privileged for c in view.containers)
+    if not (privileged or caps or view.host_pid or view.host_ipc or view.raw_volumes):
         return out
-    if gpu_pod(view, policy) or node_agent(view, policy):
-        return out  # GPU pods: the GPU rules; GPU node agents: gpu-node-agent, with its exemption
-    for c in privileged:
-        out.append(
-            c.violation(
-                ID,
-                "securityContext.privileged",
-                "is true: a privileged container sees every device node, every GPU of the node it lands on included",
-                FIX,
-            )
-        )
-    if view.host_pid:
-        out.append(
-            Violation(
-                rule=ID,
-                path=f"{view.path}.hostPID",
-                detail="is true: the pod sees and can enter every process of its node, GPU jobs of other pods included",
-                fix=FIX,
-            )
-        )
-    for volume in view.host_paths:
-        root = _reaches(volume.path)
-        if root:
+    gpu = gpu_pod(view, policy)  # the GPU rules deny privilege, namespaces and channels there
+    fix = ""
+    for c in view.containers:
+        if c.privileged and not gpu:
+            fix = fix or _fix(view)
             out.append(
-                Violation(
-                    rule=ID,
-                    path=f"{view.path}.volumes[{volume.index}].hostPath.path",
-                    detail=f'is "{volume.path}", which reaches the container runtime ({root}): it can start a '
-                    "container with every GPU",
-                    fix=FIX,
-                    value=f'"{volume.path}"',
+                c.violation(
+                    ID,
+                    "securityContext.privileged",
+                    "is true: a privileged container opens every device node, every GPU of its node included",
+                    fix,
+                    "true",
                 )
             )
+        for i, cap in enumerate(c.added_capabilities):
+            if _outside_baseline(cap) and not (gpu and privileged_capability(cap)):
+                fix = fix or _fix(view)
+                out.append(
+                    c.violation(
+                        ID,
+                        f"securityContext.capabilities.add[{i}]",
+                        f'adds "{cap}", outside Pod Security Admission baseline: it reaches the node '
+                        "(SYS_ADMIN rewrites the container's own device cgroup, every GPU included)",
+                        fix,
+                        f'"{cap}"',
+                    )
+                )
+    if not gpu:
+        for field, on in (("hostPID", view.host_pid), ("hostIPC", view.host_ipc)):
+            if on:
+                fix = fix or _fix(view)
+                out.append(
+                    Violation(
+                        rule=ID,
+                        path=f"{view.path}.{field}",
+                        detail="is true: the pod shares the node's processes, GPU jobs of other pods included",
+                        fix=fix,
+                        value="true",
+                    )
+                )
+        for volume in view.host_paths:
+            mounted = [c for c in view.containers if c.mounts(volume.name)]
+            if not mounted:
+                continue
+            reached = channel(volume.path, any(c.writes(volume.name) for c in mounted))
+            if reached is not None:
+                fix = fix or _fix(view)
+                out.append(
+                    Violation(
+                        rule=ID,
+                        path=f"{view.path}.volumes[{volume.index}].hostPath.path",
+                        detail=f'is "{volume.path}", which reaches {reached.root} on the node ({reached.what})',
+                        fix=fix,
+                        value=f'"{volume.path}"',
+                    )
+                )
     return out
 
 
@@ -90,14 +138,25 @@ RULE: Rule = Rule(
     webhook_only=PATHS,
     id=ID,
     check=check,
-    summary="A pod that asks for no GPU has no privileged container, no `hostPID` and no hostPath to the container "
-    "runtime's state (`/run/containerd`, `/run/crio`, `/run/docker.sock`, ...): warn by default, deny by choice.",
-    why="Each reaches every GPU of a node the pod lands on (untainted GPU nodes, or named by `nodeName`); this is "
-    "Pod Security Admission's `baseline`, which many GPU clusters do not enforce.",
-    reads=("containers[*].securityContext.privileged", "hostPID", "volumes[*].hostPath.path"),
+    summary="No pod leaves the ground the GPU guarantee covers: a privileged container, a capability outside Pod "
+    "Security Admission baseline, `hostPID`, `hostIPC`, or a hostPath reaching a device channel of the node "
+    "(plugin and runtime sockets through any mount; CDI specs, NVIDIA runtime files, runtime state, `/proc`, `/sys` "
+    "through a writable one). GPU pods' privilege, namespaces and channels are the GPU rules' to deny. Warn by "
+    "default, with the exemption a node agent takes; deny by choice.",
+    why="Each lets a container reach devices it was not allocated, or change what other containers get; node "
+    "agents need it, so where they may run is the platform's choice (Pod Security Admission's ground).",
+    reads=(
+        "containers[*].securityContext",
+        "hostPID",
+        "hostIPC",
+        "volumes[*].hostPath.path",
+        "containers[*].volumeMounts[*]",
+    ),
     triggers=(
         Trigger(Where.PRIVILEGED, "privileged"),
+        Trigger(Where.CAPABILITIES, "capabilities"),
         Trigger(Where.HOST_PID, "hostPID"),
+        Trigger(Where.HOST_IPC, "hostIPC"),
         Trigger(Where.HOSTPATH_VOLUME, "hostPath"),
     ),
     example={"spec": {"containers": [{"name": "debug", "securityContext": {"privileged": True}}]}},
