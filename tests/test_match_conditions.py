@@ -30,8 +30,10 @@ from webhook.policy.templates import expand
 # Policies as platform teams write them (values.policy = the config file).
 CONFIGS: dict[str, dict[str, Any]] = {
     "shipped, old cluster, default model": {"clusterVersion": "1.27", "acceleratorNodeSelector": {"default": "t4"}},
-    # A fleet without the AMD runtime: NVIDIA's isolation alone, so some pods are left untouched.
-    "no AMD isolation": {"clusterVersion": "1.27", "vendors": {"amd": {"isolate": False}}},
+    # A fleet whose nodes run the AMD runtime: AMD's isolation patches nearly every pod too.
+    "AMD runtime": {"clusterVersion": "1.27", "vendors": {"amd": {"runtimeEnv": True}}},
+    # Every rule denies: the fail-closed webhook must then see all the others would report.
+    "everything denies": {"clusterVersion": "1.27", "rules": {r.id: "deny" for r in ALL_RULES}},
     "isolation off": {"clusterVersion": "1.27", "acceleratorNodeSelector": {"default": "t4"}, "isolateNonGpu": False},
     "renamed resource and label, some rules off": {
         "clusterVersion": "1.25",
@@ -81,6 +83,7 @@ HAND = {
         container(privileged=True), nodeSelector={"cloud.google.com/gke-accelerator": "nvidia-l4"}
     ),
 }
+REPORT = "pods-report.validate.gpu-policy.io"  # the fail-open twin of the pods webhook
 SHIPPED = from_mapping(CONFIGS["shipped, old cluster, default model"], environ={}).policy
 FUZZ_ROUNDS = 8  # per base pod and seed; only schema-valid results are kept
 
@@ -184,7 +187,11 @@ def test_everything_the_policy_acts_on_is_sent(config_name: str, tmp_path_factor
             continue  # denied as malformed (code 400) wherever it is sent
         if violates:
             acted["validate"] += 1
-            assert sent(conditions["pods.validate.gpu-policy.io"], obj), f"{name}: CEL skips a pod the rules judge"
+            closed = sent(conditions["pods.validate.gpu-policy.io"], obj)
+            if any(policy.mode(v.rule) is Mode.DENY for v in engine.pod_violations(view, policy)):
+                assert closed, f"{name}: the fail-closed CEL skips a pod a deny rule refuses"
+            report = conditions.get(REPORT, [])  # absent: no rule reports
+            assert closed or (report != [] and sent(report, obj)), f"{name}: CEL skips a pod the rules judge"
         if mutates:
             acted["mutate"] += 1
             assert sent(conditions["mutate.gpu-policy.io"], obj), f"{name}: CEL skips a pod the mutations patch"

@@ -171,7 +171,7 @@ def test_exemptions_and_kai_as_the_config_says(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "vendors",
-    [{}, {"amd": {"isolate": False}}, {"amd": {"enabled": False}}, {"intel": {"enabled": False}}],
+    [{}, {"amd": {"runtimeEnv": True}}, {"amd": {"enabled": False}}, {"intel": {"enabled": False}}],
 )
 def test_amd_isolation_follows_the_vendor_switches(vendors: dict[str, Any], tmp_path: Path) -> None:
     """Issue 36: the chart's vendors values reach the twin as they reach the webhook's config."""

@@ -61,15 +61,16 @@ def test_read_only_files_are_fine(path: str) -> None:
 def test_host_namespaces_and_capabilities_are_flagged() -> None:
     assert [v.path for v in run(pod(container("web"), hostPID=True), rule=ID)] == ["spec.hostPID"]
     assert [v.path for v in run(pod(container("web"), hostIPC=True), rule=ID)] == ["spec.hostIPC"]
-    (v,) = run(pod(container("web", caps=["SYS_ADMIN", "NET_BIND_SERVICE", "CAP_CHOWN"])), rule=ID)
-    assert v.path == "spec.containers[0].securityContext.capabilities.add[0]"
+    (v,) = run(pod(container("web", caps=["SYS_ADMIN", "NET_BIND_SERVICE", "IPC_LOCK", "NET_RAW"])), rule=ID)
+    assert v.path == "spec.containers[0].securityContext.capabilities.add[0]" and "device cgroup" in v.detail
+    assert run(pod(container("web", caps=["IPC_LOCK", "NET_ADMIN"])), rule=ID) == []  # reach no device
 
 
 def test_gpu_pods_get_the_rest_and_the_gpu_rules_the_gpu_part() -> None:
     """Attack 5: a GPU pod's runtime socket is denied by no-gpu-device-hostpath, not silently skipped."""
     assert run(pod(container("t", gpu=1, privileged=True)), rule=ID) == []
-    (v,) = run(pod(container("t", gpu=1, caps=["NET_ADMIN"])), rule=ID)
-    assert '"NET_ADMIN"' in v.detail
+    (v,) = run(pod(container("t", gpu=1, caps=["SYS_MODULE"])), rule=ID)
+    assert '"SYS_MODULE"' in v.detail
     sock = {"name": "s", "mountPath": "/s"}
     gpu = pod(
         container("t", gpu=1, volumeMounts=[sock]), volumes=[{"name": "s", "hostPath": {"path": "/run/containerd"}}]

@@ -4,9 +4,9 @@ The guarantee (no container sees a device it was not allocated) holds for node-i
 docs/policy.md, "The boundary". A pod leaves that ground with what Pod Security Admission's
 baseline forbids and that reaches the node's device channels:
 - a privileged container (every device node; a `kubectl debug --profile=sysadmin` one included),
-  or a capability outside baseline's list (`SYS_ADMIN` rewrites the container's own device cgroup,
-  measured under the RuntimeDefault seccomp profile; `ALL`, `SYS_MODULE`, `BPF`, ... reach the
-  kernel);
+  or a capability outside baseline that reaches devices or the kernel (`SYS_ADMIN` rewrites the
+  container's own device cgroup, measured under the RuntimeDefault seccomp profile; `ALL`,
+  `SYS_MODULE`, `SYS_RAWIO`, `BPF`, `DAC_READ_SEARCH`: NODE_CAPS);
 - hostPID or hostIPC (every process of the node, other pods' GPU jobs included);
 - a hostPath that reaches a device channel (hostpaths.CHANNELS: the kubelet's plugin sockets, the
   runtimes' and NRI's sockets, CDI specs, the NVIDIA runtime's files, /proc and /sys writable).
@@ -35,25 +35,6 @@ from ..rule import PATHS, Rule, Trigger, Where
 from ..types import Mode, Policy, Violation
 
 ID = "node-wide-access"
-# Pod Security Admission's baseline: the capabilities a pod may add (pod-security-admission,
-# policy/check_capabilities_baseline.go, capabilities_allowed_1_0).
-BASELINE_CAPS: Final = frozenset(
-    {
-        "AUDIT_WRITE",
-        "CHOWN",
-        "DAC_OVERRIDE",
-        "FOWNER",
-        "FSETID",
-        "KILL",
-        "MKNOD",
-        "NET_BIND_SERVICE",
-        "SETFCAP",
-        "SETGID",
-        "SETPCAP",
-        "SETUID",
-        "SYS_CHROOT",
-    }
-)
 
 
 def _fix(view: PodView) -> str:
@@ -64,9 +45,22 @@ def _fix(view: PodView) -> str:
     )
 
 
-def _outside_baseline(cap: str) -> bool:
+# Of the capabilities outside baseline, those that reach devices or the node's kernel (the rest,
+# NET_ADMIN, NET_RAW, IPC_LOCK, SYS_PTRACE without hostPID, reach no device: not this rule's to say).
+NODE_CAPS: Final = {
+    "ALL": "every capability, SYS_ADMIN among them",
+    "SYS_ADMIN": "it rewrites the container's own device cgroup, every GPU included (measured)",
+    "SYS_MODULE": "it loads kernel modules into the node",
+    "SYS_RAWIO": "raw I/O ports and memory of the node",
+    "BPF": "eBPF programs, the device cgroup's filter on cgroup v2 among them",
+    "DAC_READ_SEARCH": "open_by_handle_at reads any file of the node",
+}
+
+
+def _node_cap(cap: str) -> str | None:
+    """Why an added capability reaches devices or the node, or None."""
     name = cap.strip().upper()
-    return (name[4:] if name.startswith("CAP_") else name) not in BASELINE_CAPS
+    return NODE_CAPS.get(name[4:] if name.startswith("CAP_") else name)
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
@@ -90,14 +84,14 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
                 )
             )
         for i, cap in enumerate(c.added_capabilities):
-            if _outside_baseline(cap) and not (gpu and privileged_capability(cap)):
+            why = _node_cap(cap)
+            if why and not (gpu and privileged_capability(cap)):
                 fix = fix or _fix(view)
                 out.append(
                     c.violation(
                         ID,
                         f"securityContext.capabilities.add[{i}]",
-                        f'adds "{cap}", outside Pod Security Admission baseline: it reaches the node '
-                        "(SYS_ADMIN rewrites the container's own device cgroup, every GPU included)",
+                        f'adds "{cap}", outside Pod Security Admission baseline: {why}',
                         fix,
                         f'"{cap}"',
                     )
@@ -115,22 +109,26 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
                         value="true",
                     )
                 )
+        found = []
         for volume in view.host_paths:
             mounted = [c for c in view.containers if c.mounts(volume.name)]
             if not mounted:
                 continue
             reached = channel(volume.path, any(c.writes(volume.name) for c in mounted))
             if reached is not None:
-                fix = fix or _fix(view)
-                out.append(
-                    Violation(
-                        rule=ID,
-                        path=f"{view.path}.volumes[{volume.index}].hostPath.path",
-                        detail=f'is "{volume.path}", which reaches {reached.root} on the node ({reached.what})',
-                        fix=fix,
-                        value=f'"{volume.path}"',
-                    )
+                found.append((volume, reached))
+        if found:  # one finding: a node agent's dozen mounts need one exemption, not a dozen lines
+            volume, reached = found[0]
+            more = f" (and {len(found) - 1} more hostPaths that reach device channels)" if len(found) > 1 else ""
+            out.append(
+                Violation(
+                    rule=ID,
+                    path=f"{view.path}.volumes[{volume.index}].hostPath.path",
+                    detail=f'is "{volume.path}", which reaches {reached.root} on the node ({reached.what}){more}',
+                    fix=fix or _fix(view),
+                    value=f'"{volume.path}"',
                 )
+            )
     return out
 
 
@@ -138,8 +136,8 @@ RULE: Rule = Rule(
     webhook_only=PATHS,
     id=ID,
     check=check,
-    summary="No pod leaves the ground the GPU guarantee covers: a privileged container, a capability outside Pod "
-    "Security Admission baseline, `hostPID`, `hostIPC`, or a hostPath reaching a device channel of the node "
+    summary="No pod leaves the ground the GPU guarantee covers: a privileged container, an added `SYS_ADMIN`, "
+    "`ALL`, `SYS_MODULE`, `SYS_RAWIO`, `BPF` or `DAC_READ_SEARCH`, `hostPID`, `hostIPC`, or a hostPath reaching a device channel of the node "
     "(plugin and runtime sockets through any mount; CDI specs, NVIDIA runtime files, runtime state, `/proc`, `/sys` "
     "through a writable one). GPU pods' privilege, namespaces and channels are the GPU rules' to deny. Warn by "
     "default, with the exemption a node agent takes; deny by choice.",
