@@ -137,7 +137,8 @@ RULE: Rule = Rule(
     id=ID,
     check=check,
     summary="No pod leaves the ground the GPU guarantee covers: a privileged container, an added `SYS_ADMIN`, "
-    "`ALL`, `SYS_MODULE`, `SYS_RAWIO`, `BPF` or `DAC_READ_SEARCH`, `hostPID`, `hostIPC`, or a hostPath reaching a device channel of the node "
+    "`ALL`, `SYS_MODULE`, `SYS_RAWIO`, `BPF` or `DAC_READ_SEARCH`, `hostPID`, `hostIPC`, or a hostPath reaching "
+    "a device channel of the node "
     "(plugin and runtime sockets through any mount; CDI specs, NVIDIA runtime files, runtime state, `/proc`, `/sys` "
     "through a writable one). GPU pods' privilege, namespaces and channels are the GPU rules' to deny. Warn by "
     "default, with the exemption a node agent takes; deny by choice.",
