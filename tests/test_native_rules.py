@@ -120,7 +120,13 @@ def test_each_twin_says_what_its_rule_says_for_the_rule_example(rule: str, tmp_p
     tests/test_native_templates.py.)"""
     (r,) = [r for r in ALL_RULES if r.id == rule]
     example = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "example", "namespace": "ml"}, **r.example}
-    config = {"rules": {rule: "deny"}}
+    config: dict[str, Any] = {"rules": {rule: "deny"}}
+    if r.switch:  # the config switch without which the rule never fires (Rule.switch), on
+        *parents, last = r.switch.split(".")
+        node = config
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[last] = True
     assert agree(twins(config, tmp_path), example, config) == {rule}
 
 
@@ -454,7 +460,7 @@ def test_the_envfrom_rules_as_the_config_says(kai: bool, tmp_path: Path) -> None
     """visible-devices-envfrom and amd-runtime-envfrom (on): KAI's own `-evar` ConfigMap is trusted
     only with the integration on, in its fraction container at its index; AMD's names and the
     DOCKER_RESOURCE_ family as prefixes reach them."""
-    config: dict[str, Any] = {"rules": {"amd-runtime-envfrom": "deny"}}
+    config: dict[str, Any] = {"vendors": {"amd": {"runtimeEnv": True}}}
     if kai:
         config["integrations"] = {"kai": {"enabled": True}}
     compiled = twins(config, tmp_path)
@@ -556,18 +562,23 @@ def test_enforcement_webhook_installs_no_validating_policy(tmp_path: Path) -> No
 
 def test_native_leaves_the_twinned_rules_out_of_the_pods_webhook(tmp_path: Path) -> None:
     """In enforcement native the API server alone judges a twinned rule: a pod only it could
-    fire on is not sent to the webhook (in both, the webhook backs it up), but for a pod with DRA
-    claims, which the policies leave to the webhook."""
-    conditions = {}
+    fire on is not sent to a webhook; in both the webhook backs it up, failing open (the API server
+    judged it first), so the fail-closed webhook is not sent it either (issue 48). A pod with DRA
+    claims, which the policies leave to the webhook, goes to the fail-closed one."""
+    conditions: dict[str, str] = {}
     for enforcement in ("both", "native"):
         docs = render({"enforcement": enforcement}, kube_version="1.36.0", tmp=tmp_path)
         assert isinstance(docs, list)
-        hooks = find(docs, "ValidatingWebhookConfiguration")["webhooks"]
-        (pods,) = [h for h in hooks if h["name"] == "pods.validate.gpu-policy.io"]
-        conditions[enforcement] = pods["matchConditions"][0]["expression"]
+        hooks = {h["name"]: h for h in find(docs, "ValidatingWebhookConfiguration")["webhooks"]}
+        conditions[enforcement] = hooks["pods.validate.gpu-policy.io"]["matchConditions"][0]["expression"]
+        report = hooks.get("pods-report.validate.gpu-policy.io")
+        conditions[enforcement + " report"] = report["matchConditions"][0]["expression"] if report else ""
+        assert (report or {}).get("failurePolicy", "Ignore") == "Ignore"
     for name in ("NVIDIA_IMEX_CHANNELS", "DOCKER_RESOURCE_", "e.name == 'NVIDIA_VISIBLE_DEVICES'"):
-        assert name in conditions["both"] and name not in conditions["native"], name
-    assert "nvidia.com/gpu" in conditions["native"] or "contains('/')" in conditions["native"]
+        assert name in conditions["both report"], name
+        assert name not in conditions["native report"], name
+        assert name not in conditions["both"], name  # the twins' rules fail closed in the API server
+    assert "nvidia.com/gpu" in conditions["native"]
     # A pod with DRA claims the rules' policies leave to the webhook (cel.NO_CLAIMS): sent in native.
     import celpy
 

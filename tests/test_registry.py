@@ -78,9 +78,11 @@ def test_shipped_policy_is_the_documented_one() -> None:
     assert p.isolate_non_gpu and p.shared_gpu and p.resource_name == DEFAULTS["gpuResourceName"]
     # Every rule is on but host-shm (a hygiene rule, not a GPU side door: off until a platform wants
     # it), the access rules (who may use GPUs and how many: a platform's choice to make) and
-    # amd-runtime-envfrom (for nodes that run the AMD Container Runtime, which the platform knows).
+    # driver-hostpath-non-gpu (the driver gives nothing without a device the cgroup allows: issue
+    # 48). amd-runtime-envfrom denies, but only once the platform says its nodes run the AMD
+    # runtime (its switch, vendors.amd.runtimeEnv).
     assert sorted(r for r, mode in p.modes.items() if mode is Mode.OFF) == [
-        "amd-runtime-envfrom",
+        "driver-hostpath-non-gpu",
         "gpu-controller-owned",
         "gpu-job-deadline",
         "gpu-kinds-allowed",

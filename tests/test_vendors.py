@@ -95,7 +95,8 @@ def test_nvidia_entry_is_the_shipped_defaults() -> None:
     assert DEFAULTS["gpuNodeLabels"] == list(NVIDIA.node_labels)
     assert DEFAULTS["gpuDeviceClasses"] == list(NVIDIA.device_classes)
     assert all(ns in DEFAULTS["exemptNamespaces"] for v in VENDORS for ns in v.agent_namespaces)
-    assert [v.key for v in POLICY.vendors] == ["nvidia", "amd", "intel"] and POLICY.amd_runtime_env
+    # AMD's GPUs are known, its runtime's variables are not touched until a fleet says it runs it.
+    assert [v.key for v in POLICY.vendors] == ["nvidia", "amd", "intel"] and not POLICY.amd_runtime_env
 
 
 def test_vendor_switches_add_and_remove_their_names() -> None:
@@ -173,9 +174,9 @@ ENV_FROM = st.sampled_from(
         [{"secretRef": {"name": "s"}, "prefix": "DOCKER_"}],
     ]
 )
-# The platform whose nodes run the AMD runtime turns amd-runtime-envfrom on; under it the invariant
-# covers envFrom too.
-ON_AMD_RUNTIME = from_mapping({"rules": {"amd-runtime-envfrom": "deny"}}, environ={}).policy
+# The platform whose nodes run the AMD runtime says so (vendors.amd.runtimeEnv: isolation's none and
+# amd-runtime-envfrom); under it the invariant covers envFrom too.
+ON_AMD_RUNTIME = from_mapping({"vendors": {"amd": {"runtimeEnv": True}}}, environ={}).policy
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
@@ -203,8 +204,12 @@ def test_no_admitted_container_without_an_amd_gpu_gets_one_from_the_amd_runtime(
         return
     ADMITTED.append(1)
     for before, c in zip(obj["spec"]["containers"], stored["spec"]["containers"], strict=True):
-        view = engine.pod_view(stored, POLICY)
+        view = engine.pod_view(stored, policy)
         typed = next(t for t in view.containers if t.name == c["name"])
+        # A container holding an NVIDIA device lands on a node that advertises it, which runs
+        # NVIDIA's runtime, not AMD's (a node has one runtime for its GPUs): left as written.
+        if gpus.plugin_env_gpu(typed, view, policy):
+            continue
         if not gpus.vendor_gpu(typed, AMD):
             assert not amd_runtime_gpus(c), (before, c)
             last = [e for e in c["env"] if e["name"] == "AMD_VISIBLE_DEVICES"][-1]
@@ -227,11 +232,12 @@ def test_the_property_admits_pods_and_the_doors_are_real() -> None:
 def test_intel_has_no_variable_to_void() -> None:
     """Intel's plugin grants by device nodes only: isolation adds nothing of Intel's."""
     assert INTEL.grant_env == () and INTEL.isolation is None
-    ops = engine.mutate(engine.pod_view(pod(container()), POLICY), POLICY).ops
-    assert ops == [
-        {"op": "add", "path": "/spec/containers/0/env", "value": [VOID]},
-        {"op": "add", "path": "/spec/containers/0/env/-", "value": AMD_NONE},
-    ]
+    for policy in (POLICY, ON_AMD_RUNTIME):
+        ops = engine.mutate(engine.pod_view(pod(container()), policy), policy).ops
+        assert ops[0] == {"op": "add", "path": "/spec/containers/0/env", "value": [VOID]}
+        assert ops[1:] == (
+            [{"op": "add", "path": "/spec/containers/0/env/-", "value": AMD_NONE}] if policy.amd_runtime_env else []
+        )
 
 
 # ---- Every rule, for every vendor where it applies.
@@ -265,13 +271,18 @@ def test_every_rule_counts_every_vendors_gpus(resource: str) -> None:
 
 
 def test_vendor_device_nodes_and_quota_advice() -> None:
-    """AMD's /dev/kfd and /dev/dri, Intel's /dev/dri by hostPath, in any pod; a plain quota key of a
-    vendor's GPU caps nothing (quota counts requests.<name> for extended resources)."""
+    """AMD's /dev/kfd and /dev/dri, Intel's /dev/dri by hostPath give an unprivileged container
+    nothing (its device cgroup refuses them: issue 48); privileged, every device node is reported.
+    A plain quota key of a vendor's GPU caps nothing (quota counts requests.<name> for extended
+    resources)."""
     from tests.helpers import run
 
     for path in ("/dev/kfd", "/dev/dri", "/dev/dri/renderD128", "/dev//dri/"):
-        obj = pod(container(), volumes=[{"name": "d", "hostPath": {"path": path}}])
-        assert [v.rule for v in run(obj)] == ["no-gpu-device-hostpath"], path
+        mount = [{"name": "d", "mountPath": "/dev/x"}]
+        obj = pod(container(volumeMounts=mount), volumes=[{"name": "d", "hostPath": {"path": path}}])
+        assert run(obj) == [], path
+        obj["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+        assert [v.rule for v in run(obj)] == ["node-wide-access"], path
     quota = {
         "apiVersion": "v1",
         "kind": "ResourceQuota",

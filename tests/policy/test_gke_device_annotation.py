@@ -53,7 +53,71 @@ def test_every_injector_key_is_read(key: str) -> None:
     p = pod(container("x"))
     p["metadata"]["annotations"] = {key: "- path: /dev/nvidia0\n"}
     (v,) = run(p, rule=ID)
+    assert "/dev/nvidia0" in v.detail or "NRI device injector" in v.detail
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        # Attack 3: the injector's other domains, in both spellings, bare or per container.
+        ("cdi-devices.noderesource.dev/container.x", "- nvidia.com/gpu=all\n"),
+        ("cdi-devices.nri.io", "- nvidia.com/gpu=all\n"),
+        ("mounts.noderesource.dev/container.x", "- {source: /run/containerd/containerd.sock, destination: /c}\n"),
+        ("mounts.nri.io/pod", "- {source: /dev/null, destination: /var/run/nvidia-container-devicesall}\n"),
+        # Own attack: the injector takes major:minor from the entry; the path is cosmetic.
+        ("devices.noderesource.dev/container.x", "- {path: /dev/x0, type: c, major: 195, minor: 0}\n"),
+    ],
+)
+def test_every_nri_injector_entry_is_denied(key: str, value: str) -> None:
+    p = pod(container("x", gpu=1))
+    p["metadata"]["annotations"] = {key: value}
+    (v,) = run(p, rule=ID)
+    assert "NRI device injector" in v.detail and "exempt" in v.fix
+
+
+def test_empty_nri_device_lists_are_fine() -> None:
+    p = pod(container("x"))
+    p["metadata"]["annotations"] = {"devices.noderesource.dev/container.x": ""}
+    assert run(p, rule=ID) == []
+
+
+@pytest.mark.parametrize("key", ["devices.crio.io", "io.kubernetes.cri-o.Devices"])
+def test_crio_devices_beyond_its_defaults_are_denied(key: str) -> None:
+    """Own attack: CRI-O's default runtime handler allows its device annotation."""
+    p = pod(container("build"))
+    p["metadata"]["annotations"] = {key: "/dev/fuse,/dev/net/tun:/dev/net/tun:rwm"}
+    assert run(p, rule=ID) == []  # rootless builds: CRI-O's own defaults
+    p["metadata"]["annotations"] = {key: "/dev/fuse,/dev/nvidia0:/dev/nvidia0:rwm"}
+    (v,) = run(p, rule=ID)
     assert "/dev/nvidia0" in v.detail
+
+
+def test_hami_handshake_is_forged_on_a_pod_create() -> None:
+    """Own attack: HAMi's device plugin serves the first pending pod whose annotations name GPUs."""
+    p = pod(container("x", gpu=1))
+    p["metadata"]["annotations"] = {
+        "hami.io/vgpu-node": "gpu-node-1",
+        "hami.io/bind-phase": "allocating",
+        "hami.io/vgpu-devices-to-allocate": "GPU-victim,NVIDIA,81920,100:;",
+    }
+    assert len(run(p, rule=ID)) == 3
+    assert run(wrap(p, "Deployment"), rule=ID) == []  # a template is no pod: its pods are judged
+
+
+def test_naming_gpus_of_a_larger_node_is_denied_with_the_cluster_view() -> None:
+    """Attack 11: two names for the two GPUs held, on an 8-GPU node: which two is decided later."""
+    from tests.helpers import default_policy
+    from webhook.policy.nodes import view_of_nodes
+
+    node = {
+        "metadata": {"name": "n1", "labels": {}},
+        "status": {"allocatable": {"nvidia.com/gpu": "8"}, "capacity": {"nvidia.com/gpu": "8"}},
+    }
+    policy = default_policy(cluster=view_of_nodes([node]))
+    two = "- path: /dev/nvidia6\n- path: /dev/nvidia7\n"
+    (v,) = run(annotated(pod(container("tcpx-daemon"), container("app", gpu=2)), two), policy, rule=ID)
+    assert "holds 2 of the 8 GPUs" in v.detail
+    assert run(annotated(pod(container("tcpx-daemon"), container("nccl", gpu=8)), EIGHT), policy, rule=ID) == []
 
 
 @pytest.mark.parametrize(

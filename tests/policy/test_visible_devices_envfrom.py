@@ -6,6 +6,7 @@ import pytest
 
 from tests.helpers import container, default_policy, pod, run
 from webhook.policy import Mode
+from webhook.policy.nvidia import GRANTING
 
 ENVFROM = "visible-devices-envfrom"
 CM = [{"configMapRef": {"name": "settings"}}, {"secretRef": {"name": "creds"}}]
@@ -32,15 +33,7 @@ def test_a_prefix_that_rules_the_names_out_is_fine(prefix: str, flagged: bool) -
 
 
 def test_explicit_entries_rule_their_names_out() -> None:
-    explicit = [
-        {"name": n, "value": "void"}
-        for n in (
-            "NVIDIA_VISIBLE_DEVICES",
-            "NVIDIA_IMEX_CHANNELS",
-            "NVIDIA_MIG_CONFIG_DEVICES",
-            "NVIDIA_MIG_MONITOR_DEVICES",
-        )
-    ]
+    explicit = [{"name": n, "value": "void"} for n in GRANTING]
     assert run(pod(container(gpu=1, envFrom=CM, env=explicit)), rule=ENVFROM) == []
     assert len(run(pod(container(gpu=1, envFrom=CM, env=explicit[:1])), rule=ENVFROM)) == 2
 

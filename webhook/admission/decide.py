@@ -159,9 +159,12 @@ def validate(req: Request, policy: Policy) -> Outcome:
     if found is None:
         return _unpoliced(req, policy)
     before = None
-    if req.operation == "UPDATE" and not req.sub_resource and found:
+    # An UPDATE (a pod's annotations, `kubectl debug`'s ephemeral containers) is refused for what it
+    # adds, not for what the running object already had (a pod from before the install, HAMi's
+    # handshake its scheduler wrote).
+    if req.operation == "UPDATE" and found:
         metadata = obj.get("metadata")
-        if isinstance(metadata, Mapping) and metadata.get("deletionTimestamp"):
+        if not req.sub_resource and isinstance(metadata, Mapping) and metadata.get("deletionTimestamp"):
             return SKIP_DELETING  # finalizers must be removable from anything being deleted
         try:
             before = engine.find_violations(req.old_object, req.group, req.kind, policy, req.namespace)

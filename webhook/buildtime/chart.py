@@ -163,6 +163,22 @@ def _condition_body(gated: list[tuple[str, Clause]]) -> str:
     return "\n".join(lines)
 
 
+def _update_condition() -> str:
+    """CEL: not a Pod UPDATE, or one whose device-injection annotations differ from the old pod's."""
+    from ..policy.rules import gke_device_annotation as gke
+    from ..policy.rules import no_cdi_annotations as cdi
+
+    exact = sorted({gke.PREFIX_ROOT[:-1], *gke.BARE_NRI, *gke.CRIO_DEVICES, *cdi.BARE})
+    prefixes = sorted({gke.PREFIX_ROOT, *gke.NRI_PREFIXES, *cdi.PREFIXES})
+    injects = f"(k in {json.dumps(exact)} || {json.dumps(prefixes)}.exists(p, k.startsWith(p)))"
+    old = "oldObject.metadata.annotations"
+    return (
+        "request.operation != 'UPDATE' || request.subResource != '' || "
+        f"(has(object.metadata.annotations) && object.metadata.annotations.exists(k, {injects} && "
+        f"!(has({old}) && k in {old} && {old}[k] == object.metadata.annotations[k])))"
+    )
+
+
 def _rule_gate(rule_id: str) -> str:
     return f'ne (index $p.rules "{rule_id}" | default "deny") "off"'
 
@@ -238,6 +254,13 @@ def template_source() -> str:
         'the API server\'s own policies judge first) could fire on ("false": none can). */}}\n'
         '{{- define "gpu-policy.podsReportCondition" -}}\n{{- $p := .Values.policy -}}\n'
         + _condition_body(reported)
+        + "\n{{- end -}}\n\n"
+    )
+    out += (
+        "{{/* CEL for the pods webhook on a Pod UPDATE: only one that adds or changes a device-injection\n"
+        "annotation (read again when the node makes the pod's sandbox anew), never a label or status. */}}\n"
+        '{{- define "gpu-policy.podsUpdateCondition" -}}\n'
+        + _update_condition()
         + "\n{{- end -}}\n\n"
     )
     every = [_switch_gate(m.switch) for m in MUTATIONS if any(t.where is Where.EVERY_POD for t in m.triggers)]

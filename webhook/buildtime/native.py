@@ -77,6 +77,7 @@ VALUES: Final = {
     "nsWanted": '(include "gpu-policy.nsWanted" $p | toJson)',
     "draAdminNamespaces": "(toJson $p.draAdminAccessNamespaces)",
     "sharedGpu": '(ternary "true" "false" $p.sharedGpu)',
+    "toolkitEnv": '(ternary "true" "false" $p.nodeProfile.toolkitReadsEnv)',
     "hami": '(ternary "true" "false" $p.integrations.hami.enabled)',
     "xgpu": '(ternary "true" "false" $p.integrations.xgpu.enabled)',
     # A rule's message starts with its mode's words (engine.DENY_PREFIX / WARN_PREFIX), as a CEL string.

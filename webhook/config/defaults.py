@@ -123,13 +123,15 @@ DEFAULTS: dict[str, Any] = {
     "acceleratorNodeSelector": {"labelKey": "accelerator", "default": None},
     "optOutAnnotation": "gpu-policy.io/mutate",
     "isolateNonGpu": True,
+    # What the GPU nodes' NVIDIA runtime reads from a container (docs/policy.md, "The boundary").
+    "nodeProfile": {"toolkitReadsEnv": True},
     "customResources": [],
     "server": {
         "maxRequestBytes": MAX_REQUEST_BYTES,
         "maxConnections": 1000,
         # One largest review received while another is judged (webhook.serve.transport: a large
-        # body that does not fit waits for its turn, never a 503); the chart's memory limit holds
-        # it (docs/operations.md has the measured peak).
+        # body that does not fit waits its turn instead of a 503); the chart's memory limit holds
+        # that beside the costliest parse (docs/operations.md has the measured peaks).
         "maxInflightBytes": 2 * MAX_REQUEST_BYTES,
         "certReloadSeconds": 10.0,
         "configReloadSeconds": 5.0,
@@ -155,8 +157,8 @@ COMMENTS: dict[str, str] = {
     "gpuCompanionResources": "resources that imply a GPU without a device resource (HAMi, xGPU)",
     "vendors.amd.enabled": "AMD GPUs (amd.com/gpu, partitions, AMD_VISIBLE_DEVICES): their names join the lists above",
     "vendors.amd.runtimeEnv": "nodes run the AMD Container Runtime, which reads AMD_VISIBLE_DEVICES and "
-    "DOCKER_RESOURCE_* from container env: isolation adds AMD_VISIBLE_DEVICES=none (with isolateNonGpu) and amd-runtime-envfrom judges "
-    "envFrom; off, neither touches a pod (the AMD GPU operator does not install that runtime)",
+    "DOCKER_RESOURCE_* from container env: isolation adds AMD_VISIBLE_DEVICES=none (with isolateNonGpu) and "
+    "amd-runtime-envfrom judges envFrom; off, neither touches a pod (the AMD GPU operator does not install that runtime)",
     "vendors.intel.enabled": "Intel GPUs (gpu.intel.com/i915, xe; monitoring only for exempt agents)",
     "integrations.kai.enabled": "KAI Scheduler fraction pods: the NVIDIA_VISIBLE_DEVICES KAI injects is allowed",
     "integrations.kai.schedulerNames": "schedulerName values of KAI's pods",
@@ -188,13 +190,17 @@ COMMENTS: dict[str, str] = {
     "acceleratorNodeSelector.default": "e.g. nvidia-t4; null: no default GPU model",
     "optOutAnnotation": 'pods annotated <key>: "false" skip the conveniences, never isolation',
     "isolateNonGpu": "NVIDIA_VISIBLE_DEVICES=void for containers that request no GPU",
+    "nodeProfile.toolkitReadsEnv": "the GPU nodes' NVIDIA runtime takes device requests from a container's env (its "
+    "default: accept-nvidia-visible-devices-envvar-when-unprivileged, IMEX and gated variables); false where it "
+    "takes them only from the device plugin (cdi-cri or volume-mounts strategy, envvar ignored, CDI mode), which "
+    "lets GPU containers load ConfigMaps and Secrets with envFrom (visible-devices-envfrom is then silent)",
     "customResources": "[{group: x.example.com, kind: Trainer, templates: ['spec.stages[*].template'], "
     "containers: ['spec.steps[*].container']}]; podSpecs: inline pod specs; not Pod (judged as itself)",
     "server.maxRequestBytes": "the largest review the API server sends for a pod etcd can store: an UPDATE's "
     "object and oldObject, each 6 x etcd's 1.5 MiB (a `<` is 6 bytes as JSON), + 1 MiB; larger bodies get HTTP 413",
     "server.maxConnections": "open connections at most (the API servers pool a few dozen); more are answered 503",
     "server.maxInflightBytes": "bodies past 64 KiB being received or judged at once, summed (at least "
-    "maxRequestBytes); a body past it waits its turn, first come first served, never a 503",
+    "maxRequestBytes); one past it waits its turn while the API server waits (503 only past 1 per 1.5 MiB waiting)",
     "server.certReloadSeconds": "how often tls.crt/tls.key are checked for a new pair",
     "server.configReloadSeconds": "how often this file is checked for changes (SIGHUP: at once); 0: never",
     "server.drainSeconds": "after SIGTERM: not-ready but still serving this long (Ctrl-C: no wait)",

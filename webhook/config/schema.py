@@ -182,6 +182,7 @@ def config_schema() -> Schema:
                 "x-pattern": "is not a valid annotation key",
             },
             "isolateNonGpu": _boolean(),
+            "nodeProfile": _object({"toolkitReadsEnv": _boolean()}),
             "customResources": {
                 "type": "array",
                 "x-expect": "a list of {group, kind, templates}",

@@ -319,6 +319,7 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], found: Found) -> Setti
     policy = Policy(
         modes={**DEFAULT_MODES, **{rule: Mode(mode) for rule, mode in c["rules"].items()}},
         shared_gpu=c["sharedGpu"],
+        toolkit_reads_env=c["nodeProfile"]["toolkitReadsEnv"],
         resource_name=c["gpuResourceName"],
         device_resources=tuple(devices),
         shared_resources=tuple(shared),

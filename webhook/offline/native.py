@@ -83,6 +83,7 @@ VALUES: Final[dict[str, Callable[[Policy], str]]] = {
     "nsWanted": lambda p: json.dumps(wanted(p)),
     "draAdminNamespaces": lambda p: json.dumps(sorted(p.dra_admin_namespaces)),
     "sharedGpu": lambda p: "true" if p.shared_gpu else "false",
+    "toolkitEnv": lambda p: "true" if p.toolkit_reads_env else "false",
     "hami": lambda p: "true" if p.hami else "false",
     "xgpu": lambda p: "true" if p.xgpu else "false",
     "prefix": lambda p: json.dumps(DENY_PREFIX),  # a rule's mode decides it: render(mode=...)

@@ -37,7 +37,12 @@ MIG_MONITOR: Final = "NVIDIA_MIG_MONITOR_DEVICES"
 # channels (nvidia-container-cli --imex-channel: host-side mknod of
 # /dev/nvidia-caps-imex-channels/channelN), and MIG's config/monitor capabilities (control of
 # every MIG device of a GPU; the toolkit wants CAP_SYS_ADMIN for them, checked here all the same).
-GRANTING: Final = (VISIBLE_DEVICES, IMEX_CHANNELS, MIG_CONFIG, MIG_MONITOR)
+# The gated variables (internal/modifier/cdi.go gatedDevices, applied in legacy, csv and jit-cdi
+# modes to a container that has any visible device): `enabled` adds every node of that kind on
+# the host (every NVSwitch, every InfiniBand HCA and rdma_cm, every nvidia-fs, gdrdrv), devices
+# no plugin allocated.
+GATED: Final = ("NVIDIA_GDS", "NVIDIA_MOFED", "NVIDIA_GDRCOPY", "NVIDIA_NVSWITCH")
+GRANTING: Final = (VISIBLE_DEVICES, IMEX_CHANNELS, MIG_CONFIG, MIG_MONITOR, *GATED)
 
 # The values that grant nothing on every toolkit version (see the module docstring).
 NO_DEVICES: Final = NVIDIA.no_devices

@@ -153,7 +153,7 @@ class Rule:
 
 
 # Rule.switch: the config key, and the Policy field it sets.
-SWITCHES: Final = {"vendors.amd.runtimeEnv": "amd_runtime_env"}
+SWITCHES: Final = {"vendors.amd.runtimeEnv": "amd_runtime_env", "nodeProfile.toolkitReadsEnv": "toolkit_reads_env"}
 
 
 @dataclass(frozen=True, slots=True)

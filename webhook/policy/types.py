@@ -152,6 +152,8 @@ class Policy:
 
     modes: Mapping[str, Mode]
     shared_gpu: bool
+    # The GPU nodes' NVIDIA runtime reads device requests from a container's env (nodeProfile).
+    toolkit_reads_env: bool
     resource_name: str
     # The GPU model (webhook.policy.gpus reads it; nothing else should): device-plugin resources
     # that are GPUs (names, or fnmatch patterns with one "*"), which of them are time-sliced/MPS

@@ -1,7 +1,7 @@
 """no-cdi-annotations: users do not inject CDI devices through pod annotations.
 
 Restricted fields: metadata.annotations (of the pod, or of the pod template)
-Denied: keys starting with "nvidia.cdi.k8s.io/" or "cdi.k8s.io/".
+Denied: keys starting with "nvidia.cdi.k8s.io/" or "cdi.k8s.io/", and those two bare (no slash).
 Allowed: NVIDIA's Kata Containers GPU pass-through shape, a `cdi.k8s.io/` annotation whose value is
 a list of `nvidia.com/pgpu=<id>` devices in a pod that runs under a Kata runtime class and requests
 at least that many `nvidia.com/pgpu` from the sandbox device plugin. Inside the sandbox VM only
@@ -21,6 +21,9 @@ from ..types import Policy, Violation
 
 ID = "no-cdi-annotations"
 PREFIXES: Final[tuple[str, ...]] = ("nvidia.cdi.k8s.io/", "cdi.k8s.io/")
+# The NVIDIA runtime's NRI plugin reads the bare key too, for every container of the pod (nri
+# pkg/plugin GetEffectiveAnnotation: `<key>/container.<name>`, `<key>/pod`, then `<key>`).
+BARE: Final = frozenset(p[:-1] for p in PREFIXES)
 
 
 KATA_RESOURCE: Final = "nvidia.com/pgpu"
@@ -52,7 +55,7 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
             value=f'"{value}"',
         )
         for key, value in view.annotations.items()
-        if key.startswith(PREFIXES) and not _kata_passthrough(key, value, view)
+        if (key in BARE or key.startswith(PREFIXES)) and not _kata_passthrough(key, value, view)
     ]
 
 
@@ -60,13 +63,14 @@ RULE: Rule = Rule(
     webhook_only="it parses CDI device names (vendor/class=name) and Kata's pgpu form, which CEL cannot match exactly",
     id=ID,
     check=check,
-    summary="No pod (or template) annotation starting with `nvidia.cdi.k8s.io/` or `cdi.k8s.io/`, but NVIDIA's "
+    summary="No pod (or template) annotation `nvidia.cdi.k8s.io` or `cdi.k8s.io`, bare or starting with the key and "
+    "`/`, but NVIDIA's "
     "Kata pass-through shape (`cdi.k8s.io/...: nvidia.com/pgpu=<id>` under a `kata*` runtime class, no more "
     "devices than the pod requests of `nvidia.com/pgpu`).",
     why="Where the NVIDIA runtime's NRI plugin or CDI annotations are on, "
     "`nvidia.cdi.k8s.io/container.main: nvidia.com/gpu=all` injects every GPU, whatever the pod requested.",
     reads=("metadata.annotations",),
-    triggers=(Trigger(Where.ANNOTATION, "cdi.k8s.io/"),),
+    triggers=(Trigger(Where.ANNOTATION, "cdi.k8s.io"),),
     example={
         "metadata": {"annotations": {"nvidia.cdi.k8s.io/container.main": "nvidia.com/gpu=all"}},
         "spec": {"containers": [{"name": "main"}]},

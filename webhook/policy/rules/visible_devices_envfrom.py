@@ -32,11 +32,15 @@ from ..rule import GPU_POD, NativeRule, Rule
 from ..types import Policy, Violation
 
 ID = "visible-devices-envfrom"
-DETAIL: Final = " and overrides the device plugin's devices (the owner can change it after admission)"
+DETAIL: Final = (
+    ", which the NVIDIA runtime reads as the devices to add, over the device plugin's (the owner can change it "
+    "after admission)"
+)
 FIX: Final = (
-    "give ",
-    " a prefix that no granting name starts with, such as APP_, or list the keys the container needs with "
-    "env[].valueFrom",
+    "load the keys the container needs one by one with env[].valueFrom.secretKeyRef or configMapKeyRef (each keeps "
+    "its name), or give ",
+    " a prefix such as APP_ (which renames every key); where the GPU nodes' runtime reads no device request from "
+    "env, the platform sets nodeProfile.toolkitReadsEnv: false",
 )
 
 
@@ -48,6 +52,8 @@ def reached(c: Container, prefix: str) -> tuple[str, ...]:
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
     out: list[Violation] = []
+    if not policy.toolkit_reads_env:
+        return out  # nodeProfile: the runtime takes no device request from env
     for c in view.containers:
         if not c.raw_env_from or not plugin_env_gpu(c, view, policy):
             continue
@@ -78,20 +84,26 @@ def _reaches(c: str, prefix: str) -> str:
     return f"{_GRANTING}.filter(n, n.startsWith({prefix}) && !(has({c}.env) && {c}.env.exists(e, e.name == n)))"
 
 
-NATIVE: Final = NativeRule(*cel.env_from_checks(ID, EnvFromOpen(_reaches, cel.plugin_env_gpu, DETAIL, FIX)))
+def _gpu_on(c: str) -> str:
+    return f"(@toolkitEnv@ && {cel.plugin_env_gpu(c)})"
+
+
+NATIVE: Final = NativeRule(*cel.env_from_checks(ID, EnvFromOpen(_reaches, _gpu_on, DETAIL, FIX)))
 
 
 RULE: Rule = Rule(
     id=ID,
     check=check,
-    summary="In a container whose GPU comes through the node's environment (device-plugin or companion "
+    summary="Where the GPU nodes' runtime reads device requests from env (`nodeProfile.toolkitReadsEnv`, its "
+    "default): in a container whose GPU comes through the node's environment (device-plugin or companion "
     "resource), every `envFrom` item has a `prefix` that rules out `NVIDIA_VISIBLE_DEVICES`, "
-    "`NVIDIA_IMEX_CHANNELS` and the MIG control variables (unless `env` sets them explicitly).",
+    "`NVIDIA_IMEX_CHANNELS`, the MIG control and gated variables (unless `env` sets them explicitly).",
     why="The kubelet puts envFrom before the device plugin's variables but its keys are the ConfigMap owner's to "
     "change after admission: a `NVIDIA_VISIBLE_DEVICES` key there overrides the plugin and the container sees "
     "every GPU. Containers isolation voids are safe: its entry comes last.",
     reads=("containers[*].envFrom", "containers[*].env", "containers[*].resources"),
     triggers=GPU_POD,
+    switch="nodeProfile.toolkitReadsEnv",
     native=NATIVE,
     webhook_only="",
     example={
