@@ -26,7 +26,24 @@ Sources, each step in the order the node runs it:
    `ImexChannelRequests` read on their own; a privileged container sees every device node;
    a file under /var/run/nvidia-container-devices is a device grant (`getDevicesFromMounts`).
 5. Annotations: CDI annotations (`cdi.k8s.io/`), GKE's and containerd's NRI device injectors
-   (`devices.gke.io/`, `devices.noderesource.dev/`, `devices.nri.io/`) add device nodes.
+   (`devices.gke.io/`; containerd/nri plugins/device-injector getAnnotation: `devices.`,
+   `cdi-devices.`, `mounts.` under `noderesource.dev` and `nri.io`, bare or per container or pod)
+   add device nodes by major:minor and any host bind mount; the NVIDIA runtime's NRI plugin reads
+   `nvidia.cdi.k8s.io` bare too; CRI-O adds `devices.crio.io` hosts its allowed_devices lists;
+   HAMi's device plugin serves the GPUs a pod's `hami.io/*-devices-to-allocate` names.
+6. The device cgroup (runc libcontainer/specconv AllowedDevices; cgroup v2's eBPF filter): a device
+   node is opened only if the runtime allowed its major:minor (privileged: all; a device plugin's
+   DeviceSpec, CDI, the NVIDIA hook: those), so a hostPath of /dev gives nothing; CAP_SYS_ADMIN
+   rewrites the container's own rules (measured: docs/policy.md), so it counts as privileged.
+7. The toolkit's gated variables (internal/modifier/cdi.go gatedDevices): NVIDIA_GDS, NVIDIA_MOFED,
+   NVIDIA_GDRCOPY, NVIDIA_NVSWITCH exactly `enabled`, in a container with any GPU, add every such
+   node of the host; a mount whose destination starts with /var/run/nvidia-container-devices (a
+   text prefix, no slash: requestsFromMounts) from /dev/null is a device request.
+
+The boundary (docs/policy.md): the invariant is stated for node-isolated pods. A pod that asks for
+no GPU and is privileged, adds SYS_ADMIN, shares the host's PID or IPC namespace or mounts a host
+path that reaches a device channel (a plugin or runtime socket; CDI, toolkit or runtime files
+writable) is outside it: `outside()` names why, and the policy must report it (node-wide-access).
 """
 
 from __future__ import annotations
@@ -41,7 +58,25 @@ import yaml
 
 VISIBLE = "NVIDIA_VISIBLE_DEVICES"
 IMEX = "NVIDIA_IMEX_CHANNELS"
-GRANTING = (VISIBLE, IMEX, "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES")
+GATED = ("NVIDIA_GDS", "NVIDIA_MOFED", "NVIDIA_GDRCOPY", "NVIDIA_NVSWITCH")
+GRANTING = (VISIBLE, IMEX, "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES", *GATED)
+DEVICE_LIST_ROOT = "/var/run/nvidia-container-devices"
+NRI_DOMAINS = tuple(
+    f"{kind}.{domain}" for kind in ("devices", "cdi-devices", "mounts") for domain in ("noderesource.dev", "nri.io")
+)
+# Host paths through which a container changes what the node gives containers (sockets: read-only
+# too), written from the kubelet's, runtimes' and toolkit's paths, not from the policy's table.
+SOCKETS = (
+    "/var/lib/kubelet/device-plugins",
+    "/var/lib/kubelet/plugins_registry",
+    "/var/lib/kubelet/plugins",
+    "/run/containerd",
+    "/var/run/containerd",
+    "/run/crio",
+    "/var/run/docker.sock",
+    "/run/nri",
+)
+FILES = ("/etc/cdi", "/var/run/cdi", "/run/cdi", "/run/nvidia", "/usr/local/nvidia", "/etc/nvidia-container-runtime")
 ALLOCATED = "\x00allocated"  # the value the device plugin (or CDI) sets: the container's own devices
 
 # Go's unicode.IsSpace, which strings.TrimSpace uses: not Python's str.isspace (\x1c-\x1f).
@@ -123,6 +158,7 @@ class Node:
 
     name: str = "gpu-node-1"
     advertised: frozenset[str] = frozenset({"nvidia.com/gpu", "nvidia.com/mig-1g.5gb", "nvidia.com/gpu.shared"})
+    gpus: int = 8  # whole GPUs: a device name GKE's injector takes is the pod's own only if it holds them all
 
 
 def env_plugin(resource: str) -> bool:
@@ -188,12 +224,26 @@ def pod_env(c: Mapping[str, Any], plugin_env: Mapping[str, str]) -> dict[str, st
     return env
 
 
+def _clean(path: str) -> str:
+    return posixpath.normpath("/" + path.lstrip("/"))
+
+
+def _reaches(host: str, roots: tuple[str, ...]) -> bool:
+    h = _clean(host).replace("/var/run/", "/run/")
+    for root in roots:
+        r = _clean(root).replace("/var/run/", "/run/")
+        if h == "/" or h == r or h.startswith(r + "/") or r.startswith(h + "/"):
+            return True
+    return False
+
+
 def _annotation_devices(annotations: Mapping[str, str], container: str) -> list[str]:
+    """GKE's injector: the GPU device nodes its entries name for `container`."""
     out: list[str] = []
     for key, value in annotations.items():
-        if not key.startswith(("devices.gke.io/", "devices.noderesource.dev/", "devices.nri.io/")):
+        if not (key == "devices.gke.io" or key.startswith("devices.gke.io/")):
             continue
-        target = key.split("/", 1)[1]
+        target = key.split("/", 1)[1] if "/" in key else ""
         if target not in ("", "pod", f"container.{container}"):
             continue
         try:
@@ -205,6 +255,50 @@ def _annotation_devices(annotations: Mapping[str, str], container: str) -> list[
             if isinstance(path, str) and re.fullmatch(r"/dev/nvidia\d+", "/" + posixpath.normpath(path).lstrip("/")):
                 out.append(path)
     return out
+
+
+def _injector(annotations: Mapping[str, str]) -> list[str]:
+    """Annotations another injector reads as devices or mounts (any non-empty entry)."""
+    out = []
+    for key, value in annotations.items():
+        empty = value.strip() in ("", "[]", "null")
+        domain = key.split("/", 1)[0]
+        if domain in NRI_DOMAINS and not empty:
+            out.append(f"NRI {key}")
+        elif domain in ("nvidia.cdi.k8s.io", "cdi.k8s.io") and not empty:
+            out.append(f"CDI annotation {key}")
+        elif key in ("devices.crio.io", "io.kubernetes.cri-o.Devices"):
+            hosts = [e.split(":")[0].strip() for e in value.split(",") if e.strip()]
+            if any(_clean(h) not in ("/dev/fuse", "/dev/net/tun") for h in hosts):
+                out.append(f"CRI-O {key}")
+        elif key.startswith("hami.io/") and key.endswith("-devices-to-allocate"):
+            out.append(f"HAMi handshake {key}")
+    return out
+
+
+def outside(pod: Mapping[str, Any]) -> list[str]:
+    """Why a pod is outside the node-isolated ground (empty: inside)."""
+    spec = pod.get("spec") or {}
+    why = []
+    mounted: dict[str, bool] = {}  # volume name -> some mount of it is writable
+    for c in _containers(spec):
+        sc = c.get("securityContext") or {}
+        if sc.get("privileged"):
+            why.append(f"{c.get('name')}: privileged")
+        caps = [str(x).strip().upper().removeprefix("CAP_") for x in ((sc.get("capabilities") or {}).get("add") or ())]
+        if {"SYS_ADMIN", "ALL"} & set(caps):
+            why.append(f"{c.get('name')}: SYS_ADMIN")
+        for m in c.get("volumeMounts") or ():
+            mounted[m.get("name")] = mounted.get(m.get("name"), False) or m.get("readOnly") is not True
+    if spec.get("hostPID") or spec.get("hostIPC"):
+        why.append("host namespaces")
+    for volume in spec.get("volumes") or ():
+        host = (volume.get("hostPath") or {}).get("path")
+        if isinstance(host, str) and volume.get("name") in mounted:
+            roots = SOCKETS + (FILES + ("/proc", "/sys") if mounted[volume.get("name")] else ())
+            if _reaches(host, roots):
+                why.append(f"hostPath {host}")
+    return why
 
 
 def what_it_sees(pod: Mapping[str, Any], node: Node = Node()) -> list[Seen]:
@@ -224,39 +318,46 @@ def what_it_sees(pod: Mapping[str, Any], node: Node = Node()) -> list[Seen]:
         if any(k.startswith("deviceclass.resource.kubernetes.io/") for k in kept):
             plugin = {}  # DRA's extended-resource claim: CDI, below
         if plugin:
-            held_gpus += 1
+            held_gpus += int(float(str(resources.get("nvidia.com/gpu", 1)))) if "nvidia.com/gpu" in kept else 1
         env = pod_env(c, plugin)
         # 3. CDI edits of a DRA claim come last and replace the variable
-        if (c.get("resources") or {}).get("claims") or any(
+        claims = (c.get("resources") or {}).get("claims") or any(
             k.startswith("deviceclass.resource.kubernetes.io/") for k in kept
-        ):
+        )
+        if claims:
             env[VISIBLE] = "void"
         seen = Seen(c.get("name", ""))
         sc = c.get("securityContext") or {}
-        if sc.get("privileged"):
-            seen.beyond.append("privileged: every device node")
-        for reading in (toolkit_current(env), toolkit_legacy(env)):
+        caps = {str(x).strip().upper().removeprefix("CAP_") for x in ((sc.get("capabilities") or {}).get("add") or ())}
+        if sc.get("privileged") or {"SYS_ADMIN", "ALL"} & caps:
+            seen.beyond.append("privileged: every device node")  # 6: SYS_ADMIN rewrites the device cgroup
+        readings = (toolkit_current(env), toolkit_legacy(env))
+        for reading in readings:
             if reading in ("all", "devices"):
                 seen.beyond.append(f"{VISIBLE}={env.get(VISIBLE)!r} read as {reading}")
                 break
         if toolkit_current(env, IMEX) != "none" and env.get(IMEX) != "all":
             seen.beyond.append(f"{IMEX}={env.get(IMEX)!r}")
+        # 7. gated variables act in a container that has any GPU (its own, or one granted above)
+        has_gpu = bool(plugin) or bool(claims) or any(r != "none" for r in readings)
+        for name in GATED:
+            if has_gpu and env.get(name) == "enabled":
+                seen.beyond.append(f"{name}=enabled: every such device of the node")
         for mount in c.get("volumeMounts") or ():
-            if "nvidia-container-devices" in str(mount.get("mountPath", "")):
+            # 7. the toolkit's text prefix; the source may be /dev/null (a host file, an NRI mount, a PV)
+            if _clean(str(mount.get("mountPath", ""))).startswith(DEVICE_LIST_ROOT) or _clean(
+                str(mount.get("mountPath", ""))
+            ).startswith("/run/nvidia-container-devices"):
                 seen.beyond.append(f"device-list mount {mount.get('mountPath')}")
         extra = _annotation_devices(annotations, c.get("name", ""))
         if extra:
-            seen.beyond.append(f"annotation devices {extra}")  # judged against the pod's count below
+            seen.beyond.append(f"annotation devices {extra}")  # judged against the pod's GPUs below
         out.append(seen)
-    for key in annotations:
-        if key.startswith(("cdi.k8s.io/", "nvidia.cdi.k8s.io/")):
-            out.append(Seen("<pod>", [f"CDI annotation {key}"]))
-    for volume in spec.get("volumes") or ():
-        host = (volume.get("hostPath") or {}).get("path")
-        if isinstance(host, str) and posixpath.normpath("/" + host.lstrip("/")).startswith(("/dev", "/run/cdi")):
-            out.append(Seen("<pod>", [f"hostPath {host}"]))
-    # GKE's injector: device nodes within the count the pod holds are its own (which ones is the
-    # injector's honesty, not admission's: docs/policy.md's threat model).
+    for reason in _injector(annotations):
+        out.append(Seen("<pod>", [reason]))
+    # GKE's injector: device nodes the pod holds are its own only when it holds every GPU of the
+    # node (which ones the device plugin gives it is decided later).
+    whole = held_gpus >= node.gpus
     for s in out:
-        s.beyond = [b for b in s.beyond if not (b.startswith("annotation devices") and b.count("/dev") <= held_gpus)]
+        s.beyond = [b for b in s.beyond if not (b.startswith("annotation devices") and whole)]
     return out
