@@ -47,11 +47,19 @@ def compile_webhooks(values: dict[str, Any], tmp: Path, kube_version: str) -> di
 
 
 def sent(
-    programs: list[Any] | None, obj: dict[str, Any], operation: str = "CREATE", old: dict[str, Any] | None = None
+    programs: list[Any] | None,
+    obj: dict[str, Any],
+    operation: str = "CREATE",
+    old: dict[str, Any] | None = None,
+    sub_resource: str | None = None,
 ) -> bool:
+    """Whether the API server sends `obj` (with `old` on an UPDATE: by default the ephemeral-containers
+    subresource's) to a webhook with these compiled matchConditions."""
     if programs is None:
         return True  # a webhook without matchConditions sees every pod
-    request = {"operation": operation, "subResource": "ephemeralcontainers" if old is not None else ""}
+    if sub_resource is None:
+        sub_resource = "ephemeralcontainers" if old is not None else ""
+    request = {"operation": operation, "subResource": sub_resource}
     activation = {"object": celpy.json_to_cel(typed(obj)), "request": celpy.json_to_cel(request)}
     if old is not None:
         activation["oldObject"] = celpy.json_to_cel(typed(old))

@@ -228,3 +228,21 @@ def test_a_rule_switched_off_drops_its_condition(tmp_path: Path) -> None:
     conditions = compile_conditions(off, tmp_path)
     everything = pod(container(gpu=1, privileged=True, env=NVD_ALL), hostPID=True)
     assert not sent(conditions["pods.validate.gpu-policy.io"], everything)
+
+
+def test_a_pod_update_is_sent_only_when_it_adds_a_device_annotation(tmp_path: Path) -> None:
+    """Issue 48, attack 11: a pod's annotations change after admission, and a sandbox made anew reads
+    them again; label, finalizer and status updates never reach the fail-closed webhook."""
+    conditions = compile_conditions(CONFIGS["shipped, old cluster, default model"], tmp_path)
+    hook = conditions["pods.validate.gpu-policy.io"]
+    old = pod(container(gpu=1))
+    relabelled = copy.deepcopy(old)
+    relabelled["metadata"]["labels"] = {"team": "a"}
+    relabelled["metadata"]["annotations"] = {"note": "x"}
+    assert not sent(hook, relabelled, operation="UPDATE", old=old, sub_resource="")
+    for key in ("devices.gke.io/container.c", "cdi-devices.nri.io", "nvidia.cdi.k8s.io", "devices.crio.io"):
+        added = copy.deepcopy(relabelled)
+        added["metadata"]["annotations"][key] = "- path: /dev/nvidia1\n"
+        assert sent(hook, added, operation="UPDATE", old=old, sub_resource=""), key
+        assert not sent(hook, added, operation="UPDATE", old=added, sub_resource=""), key  # unchanged
+    assert sent(hook, old, operation="CREATE")

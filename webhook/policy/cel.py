@@ -100,13 +100,20 @@ def kai_env_from(c: str, f: str, kind: ContainerKind, i: str) -> str:
     )
 
 
+# objects.HAMI_OPT_OUT: the pod's label that tells HAMi's webhook to skip it.
+HAMI_OPT_OUT: Final = (
+    "(has(object.metadata.labels) && 'hami.io/webhook' in object.metadata.labels && "
+    "object.metadata.labels['hami.io/webhook'] == 'ignore')"
+)
+
+
 def plugin_env_gpu(c: str) -> str:
     """gpus.plugin_env_gpu: a device or companion resource outside the other vendors' domains with
     a count other than 0, or KAI's container. Needs the variable kaiContainer (KAI_CONTAINER_NAME)."""
     others = "!(" + " || ".join(f"k.startsWith('{d}')" for d in OTHER_DOMAINS) + ")"
     sides = " || ".join(
         f"(has({c}.resources.{side}) && {c}.resources.{side}.exists(k, k.contains('/') && {others} && "
-        f"({named('k', '@devices@')} || {named('k', '@companions@')}) && "
+        f"({named('k', '@devices@')} || (!{HAMI_OPT_OUT} && {named('k', '@companions@')})) && "
         f"sign(quantity({c}.resources.{side}[k])) != 0))"
         for side in ("limits", "requests")
     )

@@ -263,6 +263,8 @@ def plugin_env_gpu(c: Container, view: PodView, policy: Policy) -> bool:
     found = source(c, view, policy)
     if found is None or found.how not in ("resource", "companion", "kai"):
         return False
+    if found.how == "companion" and view.hami_opt_out:
+        return False  # HAMi's webhook, which would add the device resource, is told to skip the pod
     if found.how == "kai" or not found.name.startswith(OTHER_DOMAINS):
         return True
     return _env_resource(c, view, policy)  # another vendor's GPU: is an NVIDIA one beside it?

@@ -83,6 +83,9 @@ class PodView:
     # whether it or the pod spec sets activeDeadlineSeconds (gpu-job-deadline).
     job_path: str
     job_deadline: bool
+    # The pod (template) opts out of HAMi's webhook (label hami.io/webhook: ignore): HAMi will add
+    # no device resource beside a companion one, so a companion alone gets no GPU from a plugin.
+    hami_opt_out: bool
     _host_paths: tuple[HostPath, ...] | None
     preflight: Any  # webhook.policy.preflight's analysis, computed once for its three rules
 
@@ -112,6 +115,7 @@ class PodView:
         claim_refs: Mapping[str, tuple[str, str]] = NO_CLAIMS,
         job_path: str = "",
         job_deadline: bool = False,
+        hami_opt_out: bool = False,
     ) -> None:
         self.path = path
         self.meta_path = meta_path
@@ -137,6 +141,7 @@ class PodView:
         self.claim_refs = claim_refs
         self.job_path = job_path
         self.job_deadline = job_deadline
+        self.hami_opt_out = hami_opt_out
         self._host_paths = None
         self.preflight = None
 
@@ -342,6 +347,7 @@ def build_view(
         claim_refs=claim_refs,
         job_path=job_path,
         job_deadline=job_deadline,
+        hami_opt_out=_hami_opt_out(metadata.get("labels")),
     )
 
 
@@ -427,6 +433,13 @@ def _annotations(value: Any, meta_path: str) -> dict[str, str]:
     if None in annotations.values():  # JSON null decodes to "" in Go's map[string]string
         return {k: v or "" for k, v in annotations.items()}
     return annotations
+
+
+HAMI_OPT_OUT: Final = ("hami.io/webhook", "ignore")  # HAMi's chart: its webhook's objectSelector
+
+
+def _hami_opt_out(labels: Any) -> bool:
+    return isinstance(labels, dict) and labels.get(HAMI_OPT_OUT[0]) == HAMI_OPT_OUT[1]
 
 
 def _host_paths(value: Any, spec_path: str) -> tuple[HostPath, ...]:

@@ -90,6 +90,10 @@ NVIDIA: Final = Vendor(
         "aliyun.com/gpu-count",
         # NVIDIA's sandbox device plugin (Kata GPU pass-through, P_GPU_ALIAS=pgpu)
         "nvidia.com/pgpu",
+        # ... and its default names without the alias: the PCI database's device name, upper case
+        # (nvidia.com/GA102GL_A10, nvidia.com/GH100_H100_SXM5_80GB, nvidia.com/TU104GL_TESLA_T4), one
+        # pattern per GPU architecture's chip code; never the lower-case names of the other plugins.
+        *(f"nvidia.com/{chip}*" for chip in ("GK", "GM", "GP", "GV", "TU", "GA", "AD", "GH", "GB")),
     ),
     shared=("nvidia.com/*.shared", "nvidia.com/*-shared"),
     companions=(

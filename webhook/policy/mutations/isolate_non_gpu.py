@@ -19,6 +19,7 @@ from .. import cel
 from ..cel import KAI_CONTAINER_NAME, LISTS, present
 from ..containers import Container
 from ..gpus import (
+    gets_gpu,
     grants_nothing,
     is_companion,
     is_device,
@@ -72,9 +73,20 @@ def _imex_open(c: Container, view: PodView, policy: Policy) -> bool:
     return any(IMEX_CHANNELS.startswith(prefix) for _, _, prefix in c.env_from)  # nvidia.prefix_reaches
 
 
+# Images that are there to use a GPU: a container of one that isolation voids is told why it sees
+# none (`nvidia-smi: not found` says nothing of the request it lacks).
+GPU_IMAGE_HINTS: Final = ("cuda", "nvcr.io/nvidia/", "nvidia/", "vllm", "pytorch", "tensorflow", "-gpu", "triton")
+
+
+def _gpu_image(image: str) -> bool:
+    lowered = image.lower()
+    return any(hint in lowered for hint in GPU_IMAGE_HINTS)
+
+
 def _changes(view: PodView, policy: Policy, skip: Collection[str] = (), only_ephemeral: bool = False) -> Changes:
     ops: list[Op] = []
     warnings: list[str] = []
+    unrequested: list[str] = []  # GPU images voided for want of a request: one warning names them
     for c in view.containers:
         if only_ephemeral and (c.kind is not ContainerKind.EPHEMERAL or c.name in skip):
             continue
@@ -92,6 +104,8 @@ def _changes(view: PodView, policy: Policy, skip: Collection[str] = (), only_eph
             ops.append(append_env(c.pointer, c.has_env or imex or void, dict(VOID_AMD)))
         if not void:
             continue
+        if not c.claims and not (c.limits or c.requests) and _gpu_image(c.image):
+            unrequested.append(f'{c.label} "{c.name}" ({c.image})')
         unknown = _unknown_gpu_like(c, policy) if (c.limits or c.requests) else ""
         if unknown:
             warnings.append(
@@ -99,6 +113,12 @@ def _changes(view: PodView, policy: Policy, skip: Collection[str] = (), only_eph
                 f"resource, so it gets {VISIBLE_DEVICES}=void and sees no GPU; if it is one, the platform adds it "
                 "to gpuDeviceResources (or gpuCompanionResources) in gpu-policy's config"
             )
+    if unrequested and not gets_gpu(view, policy):
+        warnings.append(
+            f"{ID}: {', '.join(unrequested[:3])}{' and more' if len(unrequested) > 3 else ''} runs a GPU image but "
+            f"requests no GPU, so it gets {VISIBLE_DEVICES}=void and sees none (nvidia-smi: not found); request one "
+            f'with resources.limits["{policy.resource_name}"]'
+        )
     return Changes(ops, warnings) if ops else NO_CHANGES
 
 
@@ -213,7 +233,8 @@ MUTATION: Mutation = Mutation(
     "that may get no GPU through NVIDIA's env and no AMD GPU (no count of an "
     "`amd.com/` resource, no DRA claim) and whose last `AMD_VISIBLE_DEVICES` entry is not exactly `none`, "
     "`void` or empty gets `AMD_VISIBLE_DEVICES=none` after it: the AMD Container Runtime adds the GPUs that "
-    "variable lists, and ignores `none`. No other warning (it applies to nearly every pod). The opt-out "
+    "variable lists, and ignores `none`. A pod that gets no GPU and runs a GPU image (CUDA, NGC, vLLM, PyTorch, ...) "
+    "in a container it voids is told so, once. The opt-out "
     "annotation never turns it off.",
     reads=("containers[*].env", "containers[*].resources", "schedulerName", "metadata.annotations"),
     triggers=EVERY_POD,

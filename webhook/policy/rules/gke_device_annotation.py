@@ -154,7 +154,6 @@ def _other_annotations(view: PodView, policy: Policy) -> list[Violation]:
     return out
 
 
-
 def check(view: PodView, policy: Policy) -> list[Violation]:
     out: list[Violation] = []
     if not view.annotations:
