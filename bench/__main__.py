@@ -204,6 +204,12 @@ def main(argv: list[str] | None = None) -> int:
         help="also head to head with a cluster view (a stand-in API server: the tests' node table and N namespaces), "
         "the server with and without the access rules that watch namespaces (as warn)",
     )
+    p.add_argument(
+        "--review",
+        choices=PER_POD,
+        help="the head-to-head rounds on this one review instead of the mix (issue 48: /mutate of gpu-3c against "
+        "the commit of December 1)",
+    )
     p.add_argument("--out", default=str(RESULTS / "latest.json"))
     args = p.parse_args(argv)
     seconds = 2.0 if args.quick else args.seconds
@@ -315,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
                     for endpoint in ("validate", "mutate"):
                         urls[f"before /{endpoint}"] = f"https://127.0.0.1:{ports['before']}/{endpoint}"
                         pids[f"before /{endpoint}"] = before.pid
-                results["head_to_head"] = head_to_head(urls, pids, files, max(rounds, 1), max(2.0, seconds / 2))
+                chosen = [f for f in files if f.stem == args.review] if args.review else files
+                results["head_to_head"] = head_to_head(urls, pids, chosen, max(rounds, 1), max(2.0, seconds / 2))
                 if args.namespaces and shutil.which("h2load"):
                     views = {n: u for n, u in urls.items() if n.startswith("view")}
                     results["view_latency"] = view_latency(views, pids, rate_body, max(rounds, 1), seconds)

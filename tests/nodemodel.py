@@ -295,7 +295,7 @@ def outside(pod: Mapping[str, Any]) -> list[str]:
     for volume in spec.get("volumes") or ():
         host = (volume.get("hostPath") or {}).get("path")
         if isinstance(host, str) and volume.get("name") in mounted:
-            roots = SOCKETS + (FILES + ("/proc", "/sys") if mounted[volume.get("name")] else ())
+            roots = SOCKETS + ((*FILES, "/proc", "/sys") if mounted[volume.get("name")] else ())
             if _reaches(host, roots):
                 why.append(f"hostPath {host}")
     return why

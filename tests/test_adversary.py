@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import time
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import jsonpatch
@@ -32,8 +33,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.celconditions import compile_conditions, sent
-from dataclasses import replace
-
 from tests.nodemodel import (
     VISIBLE,
     Node,

@@ -22,8 +22,9 @@ def test_defaults() -> None:
     assert all(s.policy.mode(r.id) is r.default_mode for r in ALL_RULES)  # the registry's defaults
     assert s.policy.isolate_non_gpu is True and s.policy.custom_templates == {}
     assert s.cluster_version_auto and s.policy.cluster_version is None
-    assert s.policy.shared_gpu and s.server.max_request_bytes == 4 * 1024 * 1024
-    assert s.server.max_connections == 1000 and s.server.max_inflight_bytes == 16 * 1024 * 1024
+    # 2 x 6 x etcd's 1.5 MiB + 1 MiB (webhook.config.defaults; tests/test_review_size.py)
+    assert s.policy.shared_gpu and s.server.max_request_bytes == 19 * 1024 * 1024
+    assert s.server.max_connections == 1000 and s.server.max_inflight_bytes == 38 * 1024 * 1024
     assert set(DEFAULTS["rules"]) == set(RULE_IDS)
 
 
@@ -75,7 +76,7 @@ def test_wrong_section_types() -> None:
     assert problems({"sharedGpu": 1}) == ["sharedGpu: must be true or false, got int 1"]
     assert problems({"server": {"maxConnections": 0, "maxInflightBytes": 65536}}) == [
         "server.maxConnections: must be at least 1",
-        "server.maxInflightBytes: must be at least server.maxRequestBytes (4194304)",
+        "server.maxInflightBytes: must be at least server.maxRequestBytes (19922944)",
     ]
     assert problems({"server": {"maxRequestBytes": True}}) == [
         "server.maxRequestBytes: must be an integer, got bool True"

@@ -2,8 +2,9 @@
 
 Each test runs the real server process over real TLS and prints its figure: peak RSS growth from
 /proc/PID/status, a bystander's latency while attackers send the largest reviews the server takes,
-and what the caps answer. The shipped limits (maxRequestBytes 4 MiB, the budgets of
-webhook.policy.objects) are what is tested unless a test says otherwise.
+and what the caps answer. The shipped limits (maxRequestBytes 19 MiB, the budgets of
+webhook.policy.objects) are what is tested unless a test says otherwise. The in-flight budget's
+queue (a large body waits its turn, never a 503) is tests/test_review_size.py's.
 """
 
 from __future__ import annotations
@@ -20,24 +21,34 @@ import pytest
 
 from tests.apiserver import ApiServer
 from tests.helpers import Server, container, pod
-from tests.rawhttp import connect, post, read_until_closed, responses
+from tests.rawhttp import connect, read_until_closed, responses
 from tests.test_http_slow_clients import rss_kb, timed_reviews
+from tests.test_review_size import chart_memory_limit
 from webhook.config.defaults import MAX_REQUEST_BYTES
 from webhook.policy.objects import MAX_CONTAINERS
 
 
 def largest(make: Callable[[int], dict[str, Any]], limit: int = MAX_REQUEST_BYTES) -> bytes:
-    """The review of make(n) for the largest n whose body fits `limit` (what the server still reads)."""
+    """The review of make(n) for the largest n whose body fits `limit` (what the server still reads).
+    A body grows almost linearly in n (an item's bytes grow with the digits of its index): steps by
+    the measured bytes per item, then interpolation within the bracket, about 7 bodies built of
+    19 MiB instead of bisection's 25."""
 
     def body(n: int) -> bytes:
         return json.dumps(ApiServer.build(make(n))).encode()
 
-    low, high = 1, 2
-    while len(body(high)) <= limit:
-        low, high = high, high * 2
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (mid, high) if len(body(mid)) <= limit else (low, mid)
+    low, s_low = 1, len(body(1))
+    high, s_high = 1001, len(body(1001))
+    while s_high <= limit:
+        per = (s_high - s_low) / (high - low)
+        low, s_low = high, s_high
+        high = low + max(1, int((limit - s_low) / per) + 1)
+        s_high = len(body(high))
+    while high - low > 1:  # size(low) <= limit < size(high)
+        per = (s_high - s_low) / (high - low)
+        mid = min(high - 1, max(low + 1, low + int((limit - s_low) / per)))
+        s_mid = len(body(mid))
+        low, s_low, high, s_high = (mid, s_mid, high, s_high) if s_mid <= limit else (low, s_low, mid, s_mid)
     return body(low)
 
 
@@ -87,11 +98,12 @@ def test_too_large_to_judge_is_denied_and_never_partly_patched(shipped: Server) 
 
 
 def test_a_bystander_is_answered_while_three_clients_send_the_largest_reviews(shipped: Server) -> None:
-    """Three connections send the largest reviews the server reads (4 MiB each: tens of
+    """Three connections send the largest reviews the server reads (19 MiB each: hundreds of
     thousands of envFrom items, judged whole; privileged GPU containers and hostPaths past the
-    budgets) back to back; a fourth sends small reviews. Bounds: the bystander's p99 < 1 s; the
-    server's peak RSS grows by less than 200 MiB (the chart's limit is 256Mi); every large review
-    answered 200."""
+    budgets) back to back; a fourth sends small reviews. Bounds: the bystander's p99 < 2.5 s
+    (it waits for the large review being judged, and at most one more: about 1 s each at 19 MiB,
+    within the chart's 5 s timeoutSeconds); the server's peak RSS stays under 90% of the chart's
+    memory limit; every large review answered 200 (the one in-flight budget's queue: no 503)."""
     bodies = [largest(many_env_from), largest(privileged_gpu_containers), largest(many_host_paths)]
     assert all(MAX_REQUEST_BYTES - 2048 < len(b) <= MAX_REQUEST_BYTES for b in bodies)
     before = rss_kb(shipped.proc.pid)
@@ -117,22 +129,24 @@ def test_a_bystander_is_answered_while_three_clients_send_the_largest_reviews(sh
         t.start()
     time.sleep(1.0)  # the attackers are at it
     try:
-        took = timed_reviews(shipped, 60, 0.05)
+        took = timed_reviews(shipped, 30, 0.05)  # each waits for about one large judge: 30 keep this near 40 s
     finally:
         stop.set()
         for t in threads:
             t.join(60)
-    growth = (rss_kb(shipped.proc.pid, "VmHWM") - before) / 1024
+    peak = rss_kb(shipped.proc.pid, "VmHWM") * 1024
+    growth = peak / 1024 - before
     took.sort()
     p50, p99 = statistics.median(took), took[int(len(took) * 0.99) - 1]
     print(
-        f"\nbystander beside 3 clients sending 4 MiB reviews ({len(answered)} sent, each "
+        f"\nbystander beside 3 clients sending 19 MiB reviews ({len(answered)} sent, each "
         f"{statistics.median(costs) * 1000:.0f} ms median): p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, "
-        f"max {took[-1] * 1000:.0f} ms; peak RSS +{growth:.0f} MiB"
+        f"max {took[-1] * 1000:.0f} ms; peak RSS {peak / 2**20:.0f} MiB (+{growth / 1024:.0f} MiB), "
+        f"chart limit {chart_memory_limit() / 2**20:.0f} MiB"
     )
     assert set(answered) == {200} and len(answered) >= 6
-    assert p99 < 1.0
-    assert growth < 200
+    assert p99 < 2.5
+    assert peak < 0.9 * chart_memory_limit()
     assert shipped.log_problems() == []
 
 
@@ -168,51 +182,6 @@ def test_connections_past_the_cap_get_503_before_anything_is_read(start_server: 
     assert server.log_problems() == []
 
 
-def test_large_bodies_past_the_inflight_budget_get_503_and_small_ones_are_still_served(
-    start_server: Callable[..., Server],
-) -> None:
-    """maxRequestBytes 1 MiB, maxInflightBytes 2 MiB: two clients declare 1 MiB bodies and send
-    half; a third large body is answered 503 before it is sent; small reviews are served
-    meanwhile (they never count against the budget); once the two are answered 408, large ones fit
-    again."""
-    limit = 1024 * 1024
-    server = start_server(
-        {
-            "clusterVersion": "1.30",
-            "server": {"maxRequestBytes": limit, "maxInflightBytes": 2 * limit, "bodySeconds": 2.0},
-        }
-    )
-    half = post(b" " * (limit // 2), length=limit)[: limit // 2]
-    stalled = []
-    for _ in range(2):
-        s = connect(server)
-        s.sendall(half)
-        stalled.append(s)
-    time.sleep(0.3)
-    third = connect(server)
-    started = time.monotonic()
-    third.sendall(post(b"", length=limit))  # headers only: the answer must not wait for the body
-    raw, _closed = read_until_closed(third, 1.5)
-    refused_in = time.monotonic() - started
-    third.close()
-    [(status, headers, body)] = responses(raw)
-    assert status == 503 and headers["retry-after"] == "1"
-    assert json.loads(body) == {"error": f"too many large requests in flight ({2 * limit} bytes): try again"}
-    assert max(timed_reviews(server, 5, 0.0)) < 1.0
-    for s in stalled:
-        [(status, _h, _b)] = responses(read_until_closed(s, 4.0)[0])
-        assert status == 408
-        s.close()
-    api = server.client()
-    try:
-        big = ApiServer.build(many_env_from(8_000))
-        assert api.post("/validate", json.dumps(big).encode()).status == 200
-    finally:
-        api.close()
-    print(f"\npast maxInflightBytes: 503 before its body was sent, closed after {refused_in * 1000:.0f} ms")
-    assert server.log_problems() == []
-
-
 def settled_rss(pid: int, seconds: float = 3.0) -> int:
     """RSS once it stops moving (five samples 0.1 s apart within 64 KiB, for at most `seconds`):
     the allocator hands freed 4 MiB bodies back to the OS on its own schedule, and one sample taken
@@ -229,12 +198,12 @@ def settled_rss(pid: int, seconds: float = 3.0) -> int:
 
 
 def test_idle_connections_after_large_reviews_hold_little(shipped: Server) -> None:
-    """Twenty connections each send one 4 MiB review, then would sit idle (the API server's
-    pool). Each answer closes its connection (a body past CLOSE_AFTER), so nothing is held for
-    them: RSS once they are answered, less RSS once the client side is closed too, is under
-    32 KiB each, where each held its last 4 MiB (aiohttp kept the request), then 193 KiB (the
-    TLS read buffer). Small reviews keep their connection."""
-    body = largest(many_host_paths)
+    """Twenty connections each send one 4 MiB review (any body past CLOSE_AFTER does; 4 MiB of
+    the 19 MiB limit keeps this quick), then would sit idle (the API server's pool). Each answer
+    closes its connection, so nothing is held for them: RSS once they are answered, less RSS once
+    the client side is closed too, is under 32 KiB each, where each held its last 4 MiB (aiohttp
+    kept the request), then 193 KiB (the TLS read buffer). Small reviews keep their connection."""
+    body = largest(many_host_paths, 4 * 1024 * 1024)
 
     def held_by_each() -> float:
         clients = [shipped.client(timeout_seconds=30) for _ in range(20)]

@@ -55,7 +55,7 @@ def webhooks(
     real_api: RealApi, start_server: Callable[..., Server], tmp_path_factory: pytest.TempPathFactory
 ) -> Server:
     """The default chart's webhook configurations, pointed at the real server process."""
-    server = start_server({"clusterVersion": "1.36"})  # the shipped limits: maxRequestBytes 4 MiB
+    server = start_server({"clusterVersion": "1.36"})  # the shipped limits: maxRequestBytes 19 MiB
     docs = render({}, kube_version="1.36.0", tmp=tmp_path_factory.mktemp("chart"))
     assert isinstance(docs, list)
     configs = webhook_configs(docs, server.port, (server.cert_dir / "ca.crt").read_bytes())

@@ -9,7 +9,7 @@ import warnings
 import pytest
 
 from tests.apiserver import ApiServer
-from tests.helpers import AMD_NONE, VOID, Server, container, pod, wrap
+from tests.helpers import VOID, Server, container, pod, wrap
 
 LD = {"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"}
 
@@ -18,7 +18,7 @@ def test_gpu_pod_is_allowed_and_patched(api: ApiServer) -> None:
     obj = pod(container("train", gpu="1", request="1", env=[{"name": "A", "value": "1"}]))
     response, patched = api.mutate(obj)
     assert response["allowed"] is True
-    assert patched["spec"]["containers"][0]["env"] == [{"name": "A", "value": "1"}, LD, AMD_NONE]
+    assert patched["spec"]["containers"][0]["env"] == [{"name": "A", "value": "1"}, LD]  # no AMD entry: no AMD runtime
     assert patched["spec"]["nodeSelector"] == {"accelerator": "nvidia-t4"}
     assert any("LD_LIBRARY_PATH" in w for w in response["warnings"])
     # Reinvocation (reinvocationPolicy: IfNeeded) of the patched pod changes nothing.
@@ -29,9 +29,15 @@ def test_gpu_pod_is_allowed_and_patched(api: ApiServer) -> None:
 
 
 def test_pod_without_gpu_is_only_isolated(api: ApiServer) -> None:
-    response, out = api.mutate(pod(container("web")))
+    response, out = api.mutate(pod(container("web", image="nginx:1.27")))
     assert "warnings" not in response
-    assert out["spec"]["containers"][0]["env"] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}, AMD_NONE]
+    cuda, _ = api.mutate(pod(container("smi")))  # a CUDA image without a GPU request is told why
+    assert cuda["warnings"] == [
+        'isolate-non-gpu: container "smi" (nvidia/cuda:12.4.0-base-ubuntu22.04) runs a GPU image but requests no GPU, '
+        "so it gets NVIDIA_VISIBLE_DEVICES=void and sees none (nvidia-smi: not found); request one with "
+        'resources.limits["nvidia.com/gpu"]'
+    ]
+    assert out["spec"]["containers"][0]["env"] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]
     assert "nodeSelector" not in out["spec"]
 
 
@@ -199,7 +205,7 @@ def test_malformed_reviews_get_4xx_json(
 
 
 def test_oversize_body_is_413(api: ApiServer) -> None:
-    review = api.build(pod(container(env=[{"name": "BIG", "value": "x" * (9 * 1024 * 1024)}])))
+    review = api.build(pod(container(env=[{"name": "BIG", "value": "x" * (20 * 1024 * 1024)}])))
     raw = api.post("/validate", json.dumps(review).encode())
     assert raw.status == 413
     assert "byte limit" in raw.json()["error"]
@@ -208,8 +214,8 @@ def test_oversize_body_is_413(api: ApiServer) -> None:
 
 
 def test_large_but_legal_body_is_judged(api: ApiServer) -> None:
-    # The largest object the API server decodes is 3 MiB (MaxRequestBodyBytes): judged, under
-    # the shipped 4 MiB maxRequestBytes.
+    # A 3 MiB object (the API server's MaxRequestBodyBytes, what a client may send it): judged,
+    # well under the shipped 19 MiB maxRequestBytes (tests/test_review_size.py has the largest).
     big = pod(container(gpu="1.5", env=[{"name": "BIG", "value": "x" * (3 * 1024 * 1024)}]))
     assert api.validate(big)["allowed"] is False
 
@@ -275,7 +281,7 @@ def test_unknown_cluster_version_skips_ld_library_path(start_server) -> None:
     s = start_server(None, "--cluster-version", "unknown")
     api = s.client()
     _response, patched = api.mutate(pod(container(gpu="1")))
-    assert patched["spec"]["containers"][0]["env"] == [AMD_NONE]  # no LD_LIBRARY_PATH: isolation only
+    assert "env" not in patched["spec"]["containers"][0]  # no LD_LIBRARY_PATH, and a GPU container is left alone
     api.close()
 
 
@@ -291,7 +297,6 @@ def test_new_ephemeral_containers_are_isolated(api: ApiServer) -> None:
             "path": "/spec/ephemeralContainers/1/env",
             "value": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}],
         },
-        {"op": "add", "path": "/spec/ephemeralContainers/1/env/-", "value": AMD_NONE},
     ]
     assert "env" not in patched["spec"]["ephemeralContainers"][0]
     assert api.validate(patched, operation="UPDATE", old=running, sub_resource="ephemeralcontainers")["allowed"]
@@ -305,7 +310,7 @@ def test_a_malformed_old_object_on_the_subresource_is_no_500(api: ApiServer, ser
         old = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"ephemeralContainers": junk}}
         response, patched = api.mutate(debugged, operation="UPDATE", old=old, sub_resource="ephemeralcontainers")
         assert response["allowed"] is True
-        assert patched["spec"]["ephemeralContainers"][0]["env"] == [VOID, AMD_NONE]
+        assert patched["spec"]["ephemeralContainers"][0]["env"] == [VOID]
     assert server.log_problems()[since:] == []
 
 
@@ -338,8 +343,8 @@ def test_opt_out_label_and_annotation_never_skip_isolation(api: ApiServer) -> No
     response, patched = api.mutate(obj)
     assert response["allowed"] is True
     app, trainer = patched["spec"]["containers"]
-    assert app["env"] == [VOID, AMD_NONE]
-    assert trainer["env"] == [AMD_NONE]  # the annotation skips ld-library-path here, never isolation
+    assert app["env"] == [VOID]
+    assert "env" not in trainer  # the annotation skips ld-library-path here, never isolation
     assert "nodeSelector" not in patched["spec"]  # and the default GPU model
 
 

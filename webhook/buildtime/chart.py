@@ -259,9 +259,7 @@ def template_source() -> str:
     out += (
         "{{/* CEL for the pods webhook on a Pod UPDATE: only one that adds or changes a device-injection\n"
         "annotation (read again when the node makes the pod's sandbox anew), never a label or status. */}}\n"
-        '{{- define "gpu-policy.podsUpdateCondition" -}}\n'
-        + _update_condition()
-        + "\n{{- end -}}\n\n"
+        '{{- define "gpu-policy.podsUpdateCondition" -}}\n' + _update_condition() + "\n{{- end -}}\n\n"
     )
     every = [_switch_gate(m.switch) for m in MUTATIONS if any(t.where is Where.EVERY_POD for t in m.triggers)]
     rest = [

@@ -158,7 +158,8 @@ COMMENTS: dict[str, str] = {
     "vendors.amd.enabled": "AMD GPUs (amd.com/gpu, partitions, AMD_VISIBLE_DEVICES): their names join the lists above",
     "vendors.amd.runtimeEnv": "nodes run the AMD Container Runtime, which reads AMD_VISIBLE_DEVICES and "
     "DOCKER_RESOURCE_* from container env: isolation adds AMD_VISIBLE_DEVICES=none (with isolateNonGpu) and "
-    "amd-runtime-envfrom judges envFrom; off, neither touches a pod (the AMD GPU operator does not install that runtime)",
+    "amd-runtime-envfrom judges envFrom; off, neither touches a pod (the AMD GPU operator does not install that "
+    "runtime)",
     "vendors.intel.enabled": "Intel GPUs (gpu.intel.com/i915, xe; monitoring only for exempt agents)",
     "integrations.kai.enabled": "KAI Scheduler fraction pods: the NVIDIA_VISIBLE_DEVICES KAI injects is allowed",
     "integrations.kai.schedulerNames": "schedulerName values of KAI's pods",

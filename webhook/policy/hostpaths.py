@@ -84,10 +84,11 @@ CHANNELS: Final[tuple[Channel, ...]] = (
     Channel("/etc/cdi", "CDI specs, which the runtime applies as device edits and hooks", False),
     Channel("/run/cdi", "CDI specs, which the runtime applies as device edits and hooks", False),
     # The NVIDIA stack: the operator's driver and toolkit root, the runtime's config.toml (which
-    # names the CLI its hook runs as root), GKE's driver, the operator's toolkit binaries.
+    # names the CLI its hook runs as root), the operator's toolkit binaries. Not GKE's driver
+    # folder: its libraries are code, not a say in which devices a container gets (GKE's TCPX
+    # sample mounts them writable into its GPU pod); driver-hostpath-non-gpu covers it by choice.
     Channel("/run/nvidia", "the GPU operator's driver and toolkit", False),
     Channel("/usr/local/nvidia", "the NVIDIA runtime's binaries and the driver's libraries", False),
-    Channel("/home/kubernetes/bin/nvidia", "GKE's GPU driver", False),
     Channel("/etc/nvidia-container-runtime", "the NVIDIA runtime's config.toml, which names what its hook runs", False),
     Channel("/etc/nvidia-container-toolkit", "the NVIDIA toolkit's config and CDI specs", False),
     # Kernel interfaces that run code as root on the node (kernel.core_pattern, uevent helpers).

@@ -22,12 +22,14 @@ Ours, because neither library has it (each a few lines, marked below):
 - 408 for a body not complete within server.bodySeconds;
 - the caps (server.maxConnections, server.maxInflightBytes): a connection past the cap is
   answered 503 before any request is read. A large body (past SMALL_BODY) that does not fit the
-  in-flight budget waits for it, before a byte more of it is read: first come, first served, for
-  at most WAIT_SECONDS (the API server's longest webhook timeout), and leaves the queue as soon
-  as its connection closes. Never a 503 for a body the API server can send (with failurePolicy
-  Ignore, a mutation skipped for load would admit a pod without isolation): the budget always
-  holds one body of maxRequestBytes, so the queue always moves. Small bodies, what the API server
-  sends nearly always, never count against it: their memory is bounded by the connection cap;
+  in-flight budget waits for it (`_reserve`) instead of a 503, which with failurePolicy Ignore
+  would admit a pod without isolation: first come, first served, for as long as the API server
+  waits for the call (its `?timeout=`, at most WAIT_SECONDS), leaving the queue as soon as its
+  connection closes. The budget always holds one body of maxRequestBytes (the largest review the
+  API server sends for a pod etcd can store, 19 MiB = 2 x 6 x 1.5 MiB + 1 MiB: see
+  webhook.config.defaults), so the queue always moves; only a flood past max_waiting (25 at the
+  defaults, WAIT_HOLD) is answered 503. Small bodies, what the API server sends nearly always,
+  never count against it: their memory is bounded by the connection cap;
 - fairness: large reviews are judged one at a time and only after the loop has had its turn, so
   a bystander's small review waits for at most one large one, never for a queue of them;
 - the log: a client's mistake is one WARNING line (malformed request) or DEBUG (reset, timeout,
@@ -39,7 +41,9 @@ Handlers keep the shape webhook.serve.answer compiles: (Content-Type media type,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import re
 import ssl
 from collections import deque
 from collections.abc import Callable
@@ -65,13 +69,33 @@ SMALL_BODY: Final = 64 * 1024
 # had each sent a 4 MiB review held 193 KiB each; reconnecting costs one handshake per large review.
 CLOSE_AFTER: Final = 256 * 1024
 BUSY_LOG_SECONDS: Final = 10.0  # refusals for load are logged at most this often (a flood is one line)
-# How long a large body waits for the in-flight budget: the longest timeout the API server gives a
-# webhook call (admissionregistration.k8s.io/v1 timeoutSeconds is at most 30; the chart's is 5),
-# so no review the API server still waits for is refused for load. The configured timeout is not
-# known here, and need not be: the API server closes its connection when it gives up, and a closed
-# connection leaves the queue at once (Connection.connection_lost). A 503 after this long answers
-# nobody who is still waiting.
+# How long a large body waits for the in-flight budget at most: the longest timeout the API server
+# gives a webhook call (admissionregistration.k8s.io/v1 timeoutSeconds is at most 30). A request
+# waits no longer than its own caller does: the API server sends the webhook's configured
+# timeoutSeconds (the chart's is 5), or what is left of its request's, as `?timeout=5s`
+# (wait_seconds), and closes its connection when it gives up, which takes the request out of the
+# queue at once (Connection.connection_lost). A 503 after that answers nobody still waiting.
 WAIT_SECONDS: Final = 30.0
+# What a large request waiting for the budget holds at most: the part of its body that TLS and
+# aiohttp read before they paused its connection (TLS hands aiohttp all it has decrypted at once,
+# up to 512 KiB, past aiohttp's 128 KiB high water, and holds 256 KiB more), measured at 1.1 to
+# 1.4 MiB a connection. At most budget / WAIT_HOLD requests wait (Transport.max_waiting, 25 at the
+# defaults), so waiting costs at most the budget's size again, whatever a flood of them sends.
+WAIT_HOLD: Final = 3 * 512 * 1024
+# A Go duration as the API server writes `?timeout=` (time.Duration.String: "5s", "1m0s", "1.5s").
+_DURATION: Final = re.compile(r"(?:\d+(?:\.\d+)?(?:h|m|s|ms|us|µs|ns))+")
+_PART: Final = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)")
+_UNIT: Final = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def wait_seconds(timeout: str | None) -> float:
+    """How long a large request may wait for the in-flight budget: the API server's timeout for
+    the call, from its `?timeout=` (Go's duration format), at most WAIT_SECONDS, which is also
+    what a request without one (or with one that does not parse) gets."""
+    if not timeout or not _DURATION.fullmatch(timeout):
+        return WAIT_SECONDS
+    seconds = sum(float(number) * _UNIT[unit] for number, unit in _PART.findall(timeout))
+    return min(seconds, WAIT_SECONDS)
 
 
 class Route:
@@ -166,6 +190,7 @@ def _busy_answer() -> bytes:
 
 
 BUSY: Final = _busy_answer()
+GONE: Final = "gone"  # Transport._reserve: the connection closed while its request waited
 
 
 class Transport:
@@ -190,6 +215,7 @@ class Transport:
         # result is True once granted (its bytes already counted in `inflight`), False if its
         # connection closed meanwhile.
         self._queue: deque[tuple[int, asyncio.Future[bool]]] = deque()
+        self.max_waiting = max(1, self.budget // WAIT_HOLD)
         self._lane = asyncio.Lock()  # large reviews are judged one at a time (see _judge)
         self.refused = 0  # requests and connections answered 503 for load since the last log line
         self._refused_logged = 0.0
@@ -343,13 +369,13 @@ class Transport:
                     # A large body (or one of unknown length, counted at the limit) must fit the
                     # in-flight budget before more of it is read: it waits for its turn.
                     need = limit if declared is None else declared
-                    granted = await self._reserve(conn, need)
-                    if granted is None:
+                    why = await self._reserve(conn, need, wait_seconds(request.query.get("timeout")))
+                    if why == GONE:
                         # The connection closed while it waited: nobody reads an answer.
                         raise ConnectionResetError("closed while waiting for the in-flight budget")
-                    if not granted:
-                        self._busy(f"a large request waited {WAIT_SECONDS:g} s for the in-flight budget")
-                        response = refusal(503, f"waited {WAIT_SECONDS:g} s for {self.budget} bytes in flight")
+                    if why is not None:
+                        self._busy(why)
+                        response = refusal(503, f"{why}: try again")
                         response.headers[hdrs.RETRY_AFTER] = "1"
                         return response
                     reserved = need
@@ -391,26 +417,30 @@ class Transport:
             if reserved:
                 self._release(reserved)
 
-    async def _reserve(self, conn: Connection, need: int) -> bool | None:
-        """Ours: `need` bytes of the in-flight budget for a large request (True), at once if
-        nobody waits before it and they fit, else once every request queued before it has had its
-        turn and they fit. False after WAIT_SECONDS; None if its connection closed meanwhile.
+    async def _reserve(self, conn: Connection, need: int, seconds: float) -> str | None:
+        """Ours: `need` bytes of the in-flight budget for a large request (None once they are
+        reserved): at once if nobody waits before it and they fit, else once every request
+        queued before it has had its turn and they fit. Else why not: GONE if its connection
+        closed meanwhile, or what a 503 says (`seconds` passed; max_waiting already wait).
 
         Strictly first come, first served, so a large request is never passed over for smaller
         ones forever. `need` is at most maxRequestBytes, which the budget holds: with nothing in
         flight the head of the queue always fits, so the queue always moves. While a request
-        waits its body is not read: aiohttp pauses its connection after 128 KiB (two of its
-        64 KiB buffers); the rest stays with the client."""
+        waits, the rest of its body stays with the client (see WAIT_HOLD)."""
         if not self._queue and self.inflight + need <= self.budget:
             self.inflight += need
-            return True
+            return None
+        if len(self._queue) >= self.max_waiting:
+            # Only a flood gets here (25 large requests already waiting on one replica, at the
+            # defaults): the memory waiting requests hold stays bounded (WAIT_HOLD).
+            return f"{len(self._queue)} large requests wait for the in-flight budget ({self.budget} bytes)"
         turn: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         entry = (need, turn)
         self._queue.append(entry)
         conn.waiting = turn
         self.on_body_wait(1)  # its body is still to come: counted in the in-flight gauge
         try:
-            await asyncio.wait((turn,), timeout=WAIT_SECONDS)
+            await asyncio.wait((turn,), timeout=seconds)
         except BaseException:  # cancelled (shutdown): what it was granted goes back
             if self._settle(entry, conn):
                 self._release(need)
@@ -418,8 +448,10 @@ class Transport:
         finally:
             self.on_body_wait(-1)
         if self._settle(entry, conn):
-            return True
-        return None if turn.done() and not turn.cancelled() else False
+            return None
+        if turn.done() and not turn.cancelled():
+            return GONE
+        return f"waited {seconds:g} s for the in-flight budget ({self.budget} bytes)"
 
     def _settle(self, entry: tuple[int, asyncio.Future[bool]], conn: Connection) -> bool:
         """A wait is over: whether it was granted. Not granted, it leaves the queue (its turn
@@ -430,10 +462,8 @@ class Transport:
             return True
         if not turn.done():
             turn.cancel()
-        try:
+        with contextlib.suppress(ValueError):  # else already taken off the head by _grant
             self._queue.remove(entry)
-        except ValueError:  # already taken off the head by _grant
-            pass
         self._grant()
         return False
 
@@ -460,7 +490,7 @@ class Transport:
     async def _judge(self, handler: Handler, content_type: str, body: bytes) -> Answer:
         """A large review: judged in the lane, one at a time, after two turns of the loop.
 
-        Judging is synchronous (a 4 MiB review is up to ~250 ms of parsing and walking), so while
+        Judging is synchronous (a 19 MiB review is up to about 1 s of parsing and walking), so while
         one runs nothing else does. Without the lane, three clients sending large reviews back to
         back put a queue of them ahead of a small review that arrived meanwhile; with it, the
         small review's bytes are read and judged in the turns the next large one yields (one turn

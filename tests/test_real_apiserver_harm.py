@@ -1,0 +1,92 @@
+"""Issue 48 against a REAL kube-apiserver v1.36 (tests/realapi.py; skipped where it is absent): the
+outage, for the workloads that have nothing to do with GPUs. The default chart's webhook
+configurations are registered in each enforcement mode, pointed at a port where no replica answers,
+with the native policies the mode installs; every pod of tests/corpus-harm, as its controller makes
+it (DaemonSet pods with their node affinity) and moved out of every exempt namespace, is created
+with dryRun: none may be refused ("failed calling webhook" or a policy). The stand-in
+(tests/test_corpus_harm.py) evaluates the same conditions with cel-python; this is the API server's
+own CEL, its own defaulting and validation before the webhooks, and its own failurePolicy.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.chart import render
+from tests.realapi import RealApi, available, free_port, running, webhook_configs
+from tests.test_corpus_harm import pods
+
+pytestmark = pytest.mark.skipif(
+    not available(), reason="no real kube-apiserver here (../shared/tools/kube-apiserver-136.sh builds one)"
+)
+NATIVE = (
+    "MutatingAdmissionPolicy",
+    "MutatingAdmissionPolicyBinding",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+)
+SAID: dict[str, str] = {}
+
+
+@pytest.fixture(scope="module")
+def real_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealApi]:
+    with running(tmp_path_factory.mktemp("kube136")) as client:
+        yield client
+
+
+@pytest.mark.parametrize("enforcement", ["webhook", "both", "native"])
+def test_an_outage_refuses_no_non_gpu_workload(
+    enforcement: str, real_api: RealApi, tmp_path: Path, cert_dir: Path
+) -> None:
+    docs = render({"enforcement": enforcement}, kube_version="1.36.0", tmp=tmp_path)
+    assert isinstance(docs, list)
+    nobody = free_port()  # no replica answers here
+    configs = webhook_configs(docs, nobody, (cert_dir / "ca.crt").read_bytes())
+    created = real_api.create_all(configs, ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"))
+    created += real_api.create_all(docs, NATIVE)
+    try:
+        # A GPU pod is refused while no replica answers (it asks for what a deny rule without a twin
+        # judges): the outage is real, and the configurations took effect.
+        gpu = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"generateName": "gpu-", "namespace": "ml"},
+            "spec": {
+                "nodeName": "gpu-node-9",
+                "containers": [{"name": "t", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 1}}}],
+            },
+        }
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            code, body, _ = real_api.create_pod(gpu)
+            if code >= 400 and "failed calling webhook" in body.get("message", ""):
+                break
+            time.sleep(0.5)
+        else:
+            raise AssertionError(f"the webhooks never took effect: {code} {body.get('message')}")
+        refused, other = [], []
+        count = 0
+        for name, made in pods():
+            p = copy.deepcopy(made)
+            p["metadata"] = {**p["metadata"], "generateName": "harm-", "namespace": "ml"}
+            p["metadata"].pop("name", None)
+            p["metadata"].pop("ownerReferences", None)  # an owner that does not exist is refused by GC admission
+            code, body, _warnings = real_api.create_pod(p)
+            count += 1
+            message = body.get("message", "")
+            if code >= 400 and ("webhook" in message or "ValidatingAdmissionPolicy" in message):
+                refused.append(f"{name}: {message[:200]}")
+            elif code >= 400:
+                other.append(f"{name}: {code} {message[:160]}")  # the API server's own validation
+        SAID[enforcement] = f"{count} pods created, {len(refused)} refused by gpu-policy, {len(other)} by validation"
+        print(f"FIGURE real API server outage, {enforcement}: {SAID[enforcement]}; {other[:3]}")
+        assert refused == []
+        assert count >= 100 and len(other) <= count // 10, other
+    finally:
+        for path in reversed(created):
+            real_api.call("DELETE", path)
