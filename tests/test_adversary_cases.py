@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from tests.chart import render
-from tests.helpers import AMD_NONE, Server
+from tests.helpers import Server
 from tests.test_gpu_world import VOID, Case, cli, rule_ids, through_the_cli, through_the_server
 
 CONFIG: dict[str, Any] = {"clusterVersion": "1.30"}
@@ -203,7 +203,10 @@ CASES = [
     ),
     Case(
         "8: the container runtime's socket",
-        pod(c(), volumes=[{"name": "sock", "hostPath": {"path": "/run/containerd/containerd.sock"}}]),
+        pod(
+            c(volumeMounts=[{"name": "sock", "mountPath": "/run/containerd/containerd.sock"}]),
+            volumes=[{"name": "sock", "hostPath": {"path": "/run/containerd/containerd.sock"}}],
+        ),
         warned=["node-wide-access"],
         voided=["app"],
     ),
@@ -247,7 +250,7 @@ def test_voided_container_with_envfrom_gets_imex_void(server: Server) -> None:
         _, after = client.mutate(pod(c(envFrom=[{"configMapRef": {"name": "cm"}}])))
     finally:
         client.close()
-    assert after["spec"]["containers"][0]["env"] == [{"name": "NVIDIA_IMEX_CHANNELS", "value": "void"}, VOID, AMD_NONE]
+    assert after["spec"]["containers"][0]["env"] == [{"name": "NVIDIA_IMEX_CHANNELS", "value": "void"}, VOID]
 
 
 ADMIN_CLAIM = yaml.safe_load(

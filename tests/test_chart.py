@@ -89,15 +89,18 @@ def test_matrix_renders_valid_objects(mode: str, kube_version: str, provided: di
     mutating = find(docs, "MutatingWebhookConfiguration")
     validating = find(docs, "ValidatingWebhookConfiguration")
     hooks = mutating["webhooks"] + validating["webhooks"]
+    # matchConditions exactly where the cluster understands them; vendor suffixes must not drop them.
+    # With them, the pods webhook has a fail-open twin for what only warn rules look at (issue 48).
+    wants_conditions = schema_version(kube_version) >= "1.28.0"
+    report = ["pods-report.validate.gpu-policy.io"] if wants_conditions else []
     assert [h["name"] for h in hooks] == [
         "mutate.gpu-policy.io",
         "pods.validate.gpu-policy.io",
+        *report,
         "workloads.validate.gpu-policy.io",
     ]
-    # matchConditions exactly where the cluster understands them; vendor suffixes must not drop them.
-    wants_conditions = schema_version(kube_version) >= "1.28.0"
     # The mutating webhook has none while isolate-non-gpu (default on) patches every pod.
-    assert [("matchConditions" in h) for h in hooks] == [False, wants_conditions, False]
+    assert [("matchConditions" in h) for h in hooks] == [False, wants_conditions, *[True] * len(report), False]
 
     for hook in hooks:
         assert hook["admissionReviewVersions"] == ["v1"]
@@ -115,8 +118,8 @@ def test_matrix_renders_valid_objects(mode: str, kube_version: str, provided: di
         assert {"gpu-policy", "kube-system", "kube-public", "kube-node-lease"} <= set(excluded["values"])
     assert mutating["webhooks"][0]["reinvocationPolicy"] == "IfNeeded"
     assert [r["resources"] for r in mutating["webhooks"][0]["rules"]] == [["pods"], ["pods/ephemeralcontainers"]]
-    assert any("limitranges" in r["resources"] for r in validating["webhooks"][1]["rules"])
-    assert [h["failurePolicy"] for h in hooks] == ["Ignore", "Fail", "Ignore"]
+    assert any("limitranges" in r["resources"] for r in validating["webhooks"][-1]["rules"])
+    assert [h["failurePolicy"] for h in hooks] == ["Ignore", "Fail", *["Ignore"] * len(report), "Ignore"]
 
     if mode == "cert-manager":
         for cfg in (mutating, validating):
@@ -289,7 +292,9 @@ def test_notes_warn_about_fail_open(tmp_path: Path) -> None:
 def test_custom_resource_webhook_rules_are_opt_in(tmp_path: Path) -> None:
     def workload_groups(values: dict[str, Any], kube_version: str = "1.30.0") -> list[str]:
         docs = render(values, tmp=tmp_path, kube_version=kube_version)
-        hook = find(docs, "ValidatingWebhookConfiguration")["webhooks"][1]
+        (hook,) = [
+            h for h in find(docs, "ValidatingWebhookConfiguration")["webhooks"] if h["name"].startswith("workloads.")
+        ]
         return [g for r in hook["rules"] for g in r["apiGroups"]]
 
     # The object rules' kinds (LimitRanges and quotas in "", DRA claims), unless the API server's

@@ -188,7 +188,7 @@ def test_amd_isolation_follows_the_vendor_switches(vendors: dict[str, Any], tmp_
     )
     agree(policy, fleet, config)
     stored = policy.apply(fleet, request())
-    amd_on = vendors.get("amd", {}) == {}
+    amd_on = vendors.get("amd", {}).get("runtimeEnv", False)  # the one AMD switch (issue 48)
     cpu = next(c for c in stored["spec"]["containers"] if c["name"] == "cpu")
     assert ({"name": "AMD_VISIBLE_DEVICES", "value": "none"} in cpu["env"]) is amd_on
 
@@ -204,10 +204,7 @@ def test_ephemeral_containers_added_by_kubectl_debug(shipped: MutatingPolicy) ->
     outcome = mutate(parse(review), from_mapping({"clusterVersion": "1.36"}, environ={}).policy)
     assert native == jsonpatch.apply_patch(copy.deepcopy(new), list(outcome.ops))
     assert "env" not in native["spec"]["ephemeralContainers"][0]
-    assert native["spec"]["ephemeralContainers"][1]["env"] == [
-        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
-        {"name": "AMD_VISIBLE_DEVICES", "value": "none"},
-    ]
+    assert native["spec"]["ephemeralContainers"][1]["env"] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]
 
 
 class Seen:
@@ -333,7 +330,11 @@ def test_mutate_engine_cel_prints_what_the_webhook_engine_prints_for_the_corpus(
         # What is refused, and by whom: a rule's policy names its first finding only (the webhook all).
         return [line.split(" would still refuse it")[0] for line in stderr.splitlines()]
 
-    webhook, native = refused(outputs[0].stderr), refused(outputs[1].stderr)
+    # A MutatingAdmissionPolicy cannot warn: the webhook's one-line notice to a GPU image voided
+    # for want of a request (issue 48) is the webhook's alone.
+    told = "runs a GPU image but requests no GPU"
+    webhook = [line for line in refused(outputs[0].stderr) if told not in line]
+    native = refused(outputs[1].stderr)
     assert len(native) == len(webhook) >= 20
     for w, n in zip(webhook, native, strict=True):
         assert n == w or (n == w.replace("the validating webhook", "the API server") and ": Pod " in w), (w, n)

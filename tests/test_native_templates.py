@@ -53,7 +53,9 @@ def test_the_adversary_property_pods_are_judged_alike(shipped: Compiled) -> None
     Cache.by_config = {"": shipped}
     _agreement()
     print(f"\nadversary pods: {Seen.compared} compared, {Seen.fired} denied by both alike")
-    assert Seen.compared >= 150 and Seen.fired > 30
+    # Issue 48's grammar spends a third of its draws on webhook-only doors (injector annotations,
+    # channel hostPaths): fewer pods meet a twin than before (23 of 150 here, was over 30).
+    assert Seen.compared >= 150 and Seen.fired > 15
 
 
 def _check(engine: list[str], *paths: str) -> tuple[Any, subprocess.CompletedProcess[str]]:
@@ -87,7 +89,11 @@ def test_check_engine_cel_judges_as_the_webhook_judges(tmp_path: Path) -> None:
             assert a["decision"] == b["decision"], a["where"]
             assert {v["rule"] for v in a.get("violations") or []} == {v["rule"] for v in b.get("violations") or []}
             if len(a.get("violations") or []) <= 1:
-                assert a == b
+                # Warnings come from the policies and the webhook in the API server's order, not ours.
+                assert {**a, "warnings": sorted(a.get("warnings") or [])} == {
+                    **b,
+                    "warnings": sorted(b.get("warnings") or []),
+                }
                 same += 1
         assert same >= len(webhook["results"]) * 3 // 4, same
         assert sum(r["decision"] == "denied" for r in native["results"]) >= 5

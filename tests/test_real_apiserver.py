@@ -35,7 +35,7 @@ import jsonpatch
 import pytest
 
 from tests.chart import render
-from tests.helpers import AMD_NONE, Server
+from tests.helpers import Server
 from tests.realapi import RealApi, available, running, webhook_configs
 
 pytestmark = pytest.mark.skipif(
@@ -200,8 +200,8 @@ def test_native_isolation_in_the_real_api_server_with_no_webhook(
         running["spec"]["ephemeralContainers"] = [{"name": "debugger", "image": CUDA, "targetContainerName": "train"}]
         code, body, _ = real_api.call("PUT", "/api/v1/namespaces/ml/pods/debugged/ephemeralcontainers", running)
         assert code == 200, body
-        assert body["spec"]["ephemeralContainers"][0]["env"] == [nvd("void"), AMD_NONE]
-        assert body["spec"]["containers"][0]["env"] == [AMD_NONE]  # the GPU container: AMD's entry only, at create
+        assert body["spec"]["ephemeralContainers"][0]["env"] == [nvd("void")]
+        assert "env" not in body["spec"]["containers"][0]  # the GPU container: left as written
         real_api.call("DELETE", "/api/v1/namespaces/ml/pods/debugged")
     finally:
         for path in reversed(created):
@@ -680,7 +680,7 @@ def test_legitimate_pods_and_isolation_through_the_real_api_server(real_api: Rea
     code, body, _ = real_api.create_pod(gpu)
     assert code == 201, body
     trainer, sidecar = body["spec"]["containers"]
-    assert trainer["env"] == [AMD_NONE] and sidecar["env"] == [nvd("void"), AMD_NONE]
+    assert "env" not in trainer and sidecar["env"] == [nvd("void")]
     prefixed = pod(
         c("vllm", resources={"limits": {"nvidia.com/gpu": 1}}, envFrom=[{"secretRef": {"name": "hf"}, "prefix": "HF_"}])
     )
@@ -704,7 +704,7 @@ def test_a_voided_cpu_pod_is_not_sent_to_the_validating_webhook(real_api: RealAp
     voided reaches /mutate only; a pod with a hand-set variable reaches /validate."""
     before = validated(webhooks)
     code, body, _ = real_api.create_pod(pod(c("web", image="nginx:1.27")))
-    assert code == 201 and body["spec"]["containers"][0]["env"] == [nvd("void"), AMD_NONE]
+    assert code == 201 and body["spec"]["containers"][0]["env"] == [nvd("void")]
     assert validated(webhooks) == before
     assert real_api.create_pod(pod(c(env=[nvd("all")])))[0] == 403
     assert validated(webhooks) == before + 1

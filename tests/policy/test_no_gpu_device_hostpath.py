@@ -63,7 +63,6 @@ FILES = [
     "/usr/local/nvidia",  # attack 7: the operator's runtime binaries
     "/usr/local",
     "/etc/nvidia-container-runtime",  # attack 7: config.toml names what the hook runs as root
-    "/home/kubernetes/bin/nvidia",
     "/proc",
     "/sys/fs/cgroup",
     "/etc/containerd",

@@ -11,8 +11,9 @@ devices.gke.io/ counts (`container.<name>`, `pod`, the bare key), and containerd
 device-injector keys (devices.noderesource.dev/, devices.nri.io/) may list no GPU node at all.
 Values are parsed as the injector parses them (YAML) and paths normalised (`/dev//nvidia0` and
 `/dev/./nvidia0` are /dev/nvidia0); a value that is no such list is denied (unknown fails closed).
-Which GPUs the list names cannot be checked at admission (the device plugin picks them later):
-that residue is the injector's and is stated in docs/policy.md's threat model.
+Which GPUs the list names is decided later (the device plugin picks them): with the cluster view
+a pod may name device nodes only when it holds every GPU of each node it may land on; without it
+the count alone is checked, the residue docs/policy.md's boundary states.
 """
 
 from __future__ import annotations

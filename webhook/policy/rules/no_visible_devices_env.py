@@ -4,7 +4,7 @@ Restricted fields: spec.{initContainers,containers,ephemeralContainers}[*].env[*
   where name == "NVIDIA_VISIBLE_DEVICES" (case-sensitive, as the runtime reads it)
 Allowed values: exactly "void", "none" or "" (nvidia.NO_DEVICES), which grant nothing on every
 toolkit; any other value ("none,all", " void", "void\x1c") is a grant to some reading of it
-(docs/policy.md's threat model). Never `valueFrom`: its value is unknown at admission.
+(docs/policy.md's boundary). Never `valueFrom`: its value is unknown at admission.
 Every entry is checked, not only the last one the runtime honours, because `kubectl apply`
 may drop one of two duplicates. With integrations.kai on, the one entry KAI Scheduler's
 webhook gives a fraction pod's GPU container (a configMapKeyRef to KAI's ConfigMap) is allowed.

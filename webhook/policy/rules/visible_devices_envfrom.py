@@ -37,8 +37,8 @@ DETAIL: Final = (
     "after admission)"
 )
 FIX: Final = (
-    "load the keys the container needs one by one with env[].valueFrom.secretKeyRef or configMapKeyRef (each keeps "
-    "its name), or give ",
+    "load the keys the container needs one by one with env[].valueFrom.secretKeyRef or configMapKeyRef, each "
+    "keeping its name; or give ",
     " a prefix such as APP_ (which renames every key); where the GPU nodes' runtime reads no device request from "
     "env, the platform sets nodeProfile.toolkitReadsEnv: false",
 )
