@@ -41,7 +41,8 @@ def test_rendered_chart_drives_the_real_server(start_server, tmp_path: Path) -> 
         return ApiServer(server.port, str(ca), service=svc["name"], namespace=svc["namespace"]), svc["path"]
 
     (mutating,) = find(docs, "MutatingWebhookConfiguration")["webhooks"]
-    pods_hook, workloads_hook = find(docs, "ValidatingWebhookConfiguration")["webhooks"]
+    pods_hook, report_hook, workloads_hook = find(docs, "ValidatingWebhookConfiguration")["webhooks"]
+    assert report_hook["name"] == "pods-report.validate.gpu-policy.io" and report_hook["failurePolicy"] == "Ignore"
 
     api, path = client(mutating)
     assert api.host == "gp-gpu-policy.platform.svc"
@@ -51,8 +52,7 @@ def test_rendered_chart_drives_the_real_server(start_server, tmp_path: Path) -> 
     _, patched = api.mutate(pod(container("train", gpu="1")))
     assert patched["spec"]["nodeSelector"] == {"accelerator": "nvidia-t4"}
     assert patched["spec"]["containers"][0]["env"] == [
-        {"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"},
-        {"name": "AMD_VISIBLE_DEVICES", "value": "none"},
+        {"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"},  # nothing of AMD's: no AMD runtime
     ]
 
     api, path = client(pods_hook)
