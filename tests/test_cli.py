@@ -454,3 +454,20 @@ def test_mutate_says_a_workload_is_printed_unchanged() -> None:
     assert r.returncode == 0
     assert "NOTE " in r.stderr and "printed unchanged: only Pods are mutated" in r.stderr
     assert "NOTE " not in cli("mutate", str(ROOT / "tests" / "corpus" / "clean-gpu-pod.yaml")).stderr
+
+
+def test_the_cli_runs_without_the_fast_extra(tmp_path: Path) -> None:
+    """Issue 51: `pip install gpu-policy` (no `fast` extra) runs check, audit's and verify's modules:
+    orjson is an optional speed-up everywhere, the cluster package included. (Checked by hand with a
+    plain `pip install .` in a fresh venv; here the import is blocked in a subprocess.)"""
+    import sys
+
+    f = write(tmp_path / "p.yaml", pod(container("t", gpu=1, privileged=True), name="bad"))
+    script = (
+        "import sys; sys.modules['orjson'] = None\n"
+        "import webhook.cluster.client, webhook.cluster.reflector, webhook.cluster.probes, webhook.cluster.verify\n"
+        "from webhook.cli import main\n"
+        f"sys.exit(main(['check', '-f', {str(f)!r}]))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 1 and "no-privileged-gpu" in r.stdout, r.stderr

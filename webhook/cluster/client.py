@@ -1,6 +1,6 @@
 """The kubernetes client, as the cluster commands and the server use it: connecting (in-cluster or
-a kubeconfig and context), and calls whose JSON is read as bytes (orjson), not through the
-client's generated models.
+a kubeconfig and context), and calls whose JSON is read as bytes (orjson where the `fast` extra is
+installed, the standard library's json otherwise), not through the client's generated models.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-import orjson
+from ..admission.review import loads
 
 log = logging.getLogger("gpu-policy.clusterview")
 
@@ -66,7 +66,7 @@ def read_json(response: Any) -> Any:
     """The body of a response opened with _preload_content=False, parsed; the connection goes back
     to the pool only with its body read."""
     try:
-        return orjson.loads(response.data) if response.data else {}
+        return loads(response.data) if response.data else {}
     finally:
         response.release_conn()
 

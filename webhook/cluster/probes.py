@@ -14,8 +14,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import orjson
-
+from ..admission.review import loads
 from ..policy import Policy
 from ..policy.gpus import is_device
 from ..policy.quantity import QuantityError, parse_quantity
@@ -505,6 +504,6 @@ def count_text(n: int) -> str:
 
 def status_message(exc: Any) -> str:
     try:
-        return str(orjson.loads(exc.body).get("message") or exc.reason)
-    except (orjson.JSONDecodeError, TypeError, AttributeError):
+        return str(loads(exc.body).get("message") or exc.reason)
+    except (ValueError, TypeError, AttributeError):  # a JSON decode error (json's, orjson's) is a ValueError
         return str(exc.reason)

@@ -14,8 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
+from ..admission.review import loads
 from .client import read_json, short_error
 
 log = logging.getLogger("gpu-policy.clusterview")
@@ -139,7 +138,7 @@ class Reflector:
             self.reconnected()
         try:
             for line in _lines(iter_resp_lines(response), self.stop):
-                event = orjson.loads(line)
+                event = loads(line)
                 kind, obj = event.get("type"), event.get("object")
                 if kind == "ERROR":
                     code = obj.get("code") if isinstance(obj, dict) else None

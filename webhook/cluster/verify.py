@@ -19,10 +19,9 @@ Ctrl-C. Everything goes through the official `kubernetes` client.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
-
-import orjson
 
 from ..policy import Policy
 from ..policy.gpus import is_shared
@@ -504,7 +503,7 @@ def to_text(report: Report) -> str:
         lines.append(f"{c.status.upper():4}  {c.name}: {c.summary}")
         for key, value in c.evidence.items():
             if value not in ({}, [], "", None):
-                lines.append(f"      {key}: {orjson.dumps(value).decode() if not isinstance(value, str) else value}")
+                lines.append(f"      {key}: {json.dumps(value) if not isinstance(value, str) else value}")
         if c.fix and c.status == FAIL:
             lines.append(f"      fix: {c.fix}")
     counts = {s: sum(1 for c in report.checks if c.status == s) for s in (PASS, FAIL, SKIP, INFO)}
@@ -523,7 +522,7 @@ def to_junit(report: Report) -> str:
     ]
     for c in report.checks:
         out.append(f'  <testcase classname="gpu-policy.verify" name={quoteattr(c.name)}>')
-        body = escape(orjson.dumps(c.evidence, option=orjson.OPT_INDENT_2).decode())
+        body = escape(json.dumps(c.evidence, indent=2))
         if c.status == FAIL:
             out.append(f"    <failure message={quoteattr(c.summary)}>{body}\nfix: {escape(c.fix)}</failure>")
         elif c.status == SKIP:
