@@ -23,7 +23,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # The request path (policy core, protocol layer, review handler) compiled by mypyc, in place
-# (setup.py). `make test` tests this build, plain (PGO=0, about 40 s); `make bench` and the image
+# (setup.py). `make test` tests this build, plain (PGO=0, about 70 s on two cores); `make bench` and the image
 # build it profile-guided with GCC as well (PGO=1: an instrumented build and a training run first,
 # two to four minutes). Rebuilt when a source or PGO changes; until then webhook/_build.py notices
 # a changed source and runs every module from source, never a stale build. `make run` does not
