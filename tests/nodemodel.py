@@ -41,7 +41,7 @@ Sources, each step in the order the node runs it:
    text prefix, no slash: requestsFromMounts) from /dev/null is a device request.
 
 The boundary (docs/policy.md): the invariant is stated for node-isolated pods. A pod that asks for
-no GPU and is privileged, adds SYS_ADMIN, shares the host's PID or IPC namespace or mounts a host
+no GPU and is privileged, adds SYS_ADMIN, shares the host's PID namespace with SYS_PTRACE or mounts a host
 path that reaches a device channel (a plugin or runtime socket; CDI, toolkit or runtime files
 writable) is outside it: `outside()` names why, and the policy must report it (node-wide-access).
 """
@@ -290,8 +290,13 @@ def outside(pod: Mapping[str, Any]) -> list[str]:
             why.append(f"{c.get('name')}: SYS_ADMIN")
         for m in c.get("volumeMounts") or ():
             mounted[m.get("name")] = mounted.get(m.get("name"), False) or m.get("readOnly") is not True
-    if spec.get("hostPID") or spec.get("hostIPC"):
-        why.append("host namespaces")
+    ptrace = any(
+        str(x).strip().upper().removeprefix("CAP_") == "SYS_PTRACE"
+        for c in _containers(spec)
+        for x in ((c.get("securityContext") or {}).get("capabilities") or {}).get("add") or ()
+    )
+    if spec.get("hostPID") and ptrace:  # other pods' open GPU descriptors (pidfd_getfd, ptrace)
+        why.append("hostPID with SYS_PTRACE")
     for volume in spec.get("volumes") or ():
         host = (volume.get("hostPath") or {}).get("path")
         if isinstance(host, str) and volume.get("name") in mounted:

@@ -219,6 +219,8 @@ def pods(draw: Any) -> dict[str, Any]:
         spec["volumes"] = [{"name": "v", "hostPath": {"path": host}}]
     if draw(st.integers(0, 10)) == 0:
         spec[draw(st.sampled_from(["hostPID", "hostIPC"]))] = True
+        if draw(st.booleans()):
+            spec["containers"][0].setdefault("securityContext", {})["capabilities"] = {"add": ["SYS_PTRACE"]}
     annotation = draw(
         st.sampled_from(
             [

@@ -210,7 +210,15 @@ CASES = [
         warned=["node-wide-access"],
         voided=["app"],
     ),
-    Case("8: hostPID", pod(c(image="ubuntu:24.04"), hostPID=True), warned=["node-wide-access"], voided=["app"]),
+    # hostPID alone reaches no device (issue 48: node-exporter's is harm to warn about); with SYS_PTRACE,
+    # other pods' open GPU descriptors.
+    Case("8: hostPID alone", pod(c(image="ubuntu:24.04"), hostPID=True), voided=["app"]),
+    Case(
+        "8: hostPID with SYS_PTRACE",
+        pod(c(image="ubuntu:24.04", securityContext={"capabilities": {"add": ["SYS_PTRACE"]}}), hostPID=True),
+        warned=["node-wide-access"],
+        voided=["app"],
+    ),
     # 11. sharing plugins the model now knows, and one it does not
     Case("11: Volcano vGPU (legitimate)", VOLCANO),
     Case(

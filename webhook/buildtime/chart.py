@@ -101,8 +101,6 @@ def clause(trigger: Any) -> Clause:
         )
     if where is Where.HOST_PID:
         return Clause("(has(object.spec.hostPID) && object.spec.hostPID)", False, "")
-    if where is Where.HOST_IPC:
-        return Clause("(has(object.spec.hostIPC) && object.spec.hostIPC)", False, "")
     if where is Where.CAPABILITIES:
         return Clause(
             "(has(c.securityContext) && has(c.securityContext.capabilities) && "

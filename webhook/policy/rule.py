@@ -46,7 +46,6 @@ class Where(StrEnum):
     ANNOTATION = "annotation"  # a substring of a pod (template) annotation key
     PRIVILEGED = "privileged container"  # any container with securityContext.privileged true
     HOST_PID = "host PID"  # spec.hostPID true
-    HOST_IPC = "host IPC"  # spec.hostIPC true
     CAPABILITIES = "added capabilities"  # any container with securityContext.capabilities.add
 
 

@@ -7,7 +7,11 @@ baseline forbids and that reaches the node's device channels:
   or a capability outside baseline that reaches devices or the kernel (`SYS_ADMIN` rewrites the
   container's own device cgroup, measured under the RuntimeDefault seccomp profile; `ALL`,
   `SYS_MODULE`, `SYS_RAWIO`, `BPF`, `DAC_READ_SEARCH`: NODE_CAPS);
-- hostPID or hostIPC (every process of the node, other pods' GPU jobs included);
+- hostPID together with CAP_SYS_PTRACE: ptrace and pidfd_getfd take the open GPU file
+  descriptors of other pods' processes, which no device cgroup checks again. hostPID alone gives
+  none: a descriptor reopened through /proc is opened under the pod's own device cgroup, and
+  taking one needs ptrace rights over the GPU job (another user, or CAP_SYS_PTRACE). hostIPC shares
+  memory, not devices. Neither is reported alone: node-exporter's hostPID is no GPU risk;
 - a hostPath that reaches a device channel (hostpaths.CHANNELS: the kubelet's plugin sockets, the
   runtimes' and NRI's sockets, CDI specs, the NVIDIA runtime's files, /proc and /sys writable).
 
@@ -47,6 +51,7 @@ def _fix(view: PodView) -> str:
 
 # Of the capabilities outside baseline, those that reach devices or the node's kernel (the rest,
 # NET_ADMIN, NET_RAW, IPC_LOCK, SYS_PTRACE without hostPID, reach no device: not this rule's to say).
+PTRACE: Final = "SYS_PTRACE"
 NODE_CAPS: Final = {
     "ALL": "every capability, SYS_ADMIN among them",
     "SYS_ADMIN": "it rewrites the container's own device cgroup, every GPU included (measured)",
@@ -57,17 +62,22 @@ NODE_CAPS: Final = {
 }
 
 
+def _name(cap: str) -> str:
+    """A capability as the runtime reads it: trimmed, upper case, without CAP_."""
+    name = cap.strip().upper()
+    return name[4:] if name.startswith("CAP_") else name
+
+
 def _node_cap(cap: str) -> str | None:
     """Why an added capability reaches devices or the node, or None."""
-    name = cap.strip().upper()
-    return NODE_CAPS.get(name[4:] if name.startswith("CAP_") else name)
+    return NODE_CAPS.get(_name(cap))
 
 
 def check(view: PodView, policy: Policy) -> list[Violation]:
     out: list[Violation] = []
     caps = any(c.added_capabilities for c in view.containers)
     privileged = any(c.privileged for c in view.containers)
-    if not (privileged or caps or view.host_pid or view.host_ipc or view.raw_volumes):
+    if not (privileged or caps or view.raw_volumes):
         return out
     gpu = gpu_pod(view, policy)  # the GPU rules deny privilege, namespaces and channels there
     fix = ""
@@ -97,18 +107,17 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
                     )
                 )
     if not gpu:
-        for field, on in (("hostPID", view.host_pid), ("hostIPC", view.host_ipc)):
-            if on:
-                fix = fix or _fix(view)
-                out.append(
-                    Violation(
-                        rule=ID,
-                        path=f"{view.path}.{field}",
-                        detail="is true: the pod shares the node's processes, GPU jobs of other pods included",
-                        fix=fix,
-                        value="true",
-                    )
+        if view.host_pid and any(_name(cap) == PTRACE for c in view.containers for cap in c.added_capabilities):
+            out.append(
+                Violation(
+                    rule=ID,
+                    path=f"{view.path}.hostPID",
+                    detail="is true with SYS_PTRACE added: the pod can take the open GPU file descriptors of other "
+                    "pods' processes (ptrace, pidfd_getfd), which no device cgroup checks again",
+                    fix=fix or _fix(view),
+                    value="true",
                 )
+            )
         found = []
         for volume in view.host_paths:
             mounted = [c for c in view.containers if c.mounts(volume.name)]
@@ -137,7 +146,7 @@ RULE: Rule = Rule(
     id=ID,
     check=check,
     summary="No pod leaves the ground the GPU guarantee covers: a privileged container, an added `SYS_ADMIN`, "
-    "`ALL`, `SYS_MODULE`, `SYS_RAWIO`, `BPF` or `DAC_READ_SEARCH`, `hostPID`, `hostIPC`, or a hostPath reaching "
+    "`ALL`, `SYS_MODULE`, `SYS_RAWIO`, `BPF` or `DAC_READ_SEARCH`, `hostPID` with `SYS_PTRACE`, or a hostPath reaching "
     "a device channel of the node "
     "(plugin and runtime sockets through any mount; CDI specs, NVIDIA runtime files, runtime state, `/proc`, `/sys` "
     "through a writable one). GPU pods' privilege, namespaces and channels are the GPU rules' to deny. Warn by "
@@ -147,15 +156,12 @@ RULE: Rule = Rule(
     reads=(
         "containers[*].securityContext",
         "hostPID",
-        "hostIPC",
         "volumes[*].hostPath.path",
         "containers[*].volumeMounts[*]",
     ),
     triggers=(
         Trigger(Where.PRIVILEGED, "privileged"),
         Trigger(Where.CAPABILITIES, "capabilities"),
-        Trigger(Where.HOST_PID, "hostPID"),
-        Trigger(Where.HOST_IPC, "hostIPC"),
         Trigger(Where.HOSTPATH_VOLUME, "hostPath"),
     ),
     example={"spec": {"containers": [{"name": "debug", "securityContext": {"privileged": True}}]}},
