@@ -168,23 +168,18 @@ class Container:
             self._mount_paths = () if self.raw_mounts is None else _mount_paths(self.raw_mounts, self)
         return self._mount_paths
 
-    def writes(self, volume: str) -> bool:
-        """Some volumeMount of `volume` is writable (readOnly not true): what turns a host file
-        into a way to change the node (a socket needs no write: connect() works on a read-only
-        mount)."""
+    def mounts(self, volume: str) -> bool | None:
+        """How this container mounts `volume`: None not at all, True writable by some mount
+        (readOnly not true), False read-only only. Writable is what turns a host file into a way
+        to change the node; a socket needs no write (connect() works on a read-only mount)."""
         if self.raw_mounts is None:
-            return False
+            return None
         _ = self.mount_paths  # shape-checked once, on first use
-        return any(
-            m.get("name") == volume and m.get("readOnly") is not True for m in self.raw_mounts if isinstance(m, dict)
-        )
-
-    def mounts(self, volume: str) -> bool:
-        """Some volumeMount of this container names `volume`."""
-        if self.raw_mounts is None:
-            return False
-        _ = self.mount_paths
-        return any(m.get("name") == volume for m in self.raw_mounts if isinstance(m, dict))
+        found: bool | None = None
+        for m in self.raw_mounts:
+            if isinstance(m, dict) and m.get("name") == volume:
+                found = found or m.get("readOnly") is not True
+        return found
 
     @property
     def pointer(self) -> str:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from .objects import HostPath, PodView
+
 
 def normalise(path: str) -> str:
     """Collapse //, ., .., trailing slashes, and spell /var/run as /run (a symlink on nodes)."""
@@ -104,3 +106,17 @@ def channel(path: str, writable: bool) -> Channel | None:
         if (writable or ch.socket) and overlaps(norm, ch.root):
             return ch
     return None
+
+
+def reached(view: PodView) -> list[tuple[HostPath, Channel]]:
+    """Each hostPath volume some container mounts that reaches a channel (read-only mounts reach
+    only sockets), with the first channel it reaches, in volume order. An unmounted volume reaches
+    nothing; an ephemeral container that mounts it later is judged then."""
+    out = []
+    for volume in view.host_paths:
+        access = [a for c in view.containers if (a := c.mounts(volume.name)) is not None]
+        if access:
+            found = channel(volume.path, any(access))
+            if found is not None:
+                out.append((volume, found))
+    return out

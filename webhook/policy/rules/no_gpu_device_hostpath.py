@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Final
 
 from ..gpus import gpu_pod
-from ..hostpaths import channel, normalise
+from ..hostpaths import normalise, reached
 from ..objects import PodView
 from ..rule import GPU_POD, PATHS, Rule, Trigger, Where
 from ..types import Policy, Violation
@@ -50,18 +50,12 @@ def device_list_mount(mount_path: str) -> bool:
 def check(view: PodView, policy: Policy) -> list[Violation]:
     out: list[Violation] = []
     if view.raw_volumes is not None and gpu_pod(view, policy):
-        for volume in view.host_paths:
-            mounted = [c for c in view.containers if c.mounts(volume.name)]
-            if not mounted:
-                continue
-            reached = channel(volume.path, any(c.writes(volume.name) for c in mounted))
-            if reached is None:
-                continue
+        for volume, channel in reached(view):
             out.append(
                 Violation(
                     rule=ID,
                     path=f"{view.path}.volumes[{volume.index}].hostPath.path",
-                    detail=f'is "{volume.path}", which reaches {reached.root} on the node ({reached.what}): a GPU pod '
+                    detail=f'is "{volume.path}", which reaches {channel.root} on the node ({channel.what}): a GPU pod '
                     "that can change which devices containers get",
                     fix=FIX,
                     value=f'"{volume.path}"',

@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Final
 
 from ..gpus import agent_account, gpu_pod
-from ..hostpaths import channel
+from ..hostpaths import reached
 from ..nvidia import privileged_capability
 from ..objects import PodView
 from ..rule import PATHS, Rule, Trigger, Where
@@ -118,22 +118,15 @@ def check(view: PodView, policy: Policy) -> list[Violation]:
                     value="true",
                 )
             )
-        found = []
-        for volume in view.host_paths:
-            mounted = [c for c in view.containers if c.mounts(volume.name)]
-            if not mounted:
-                continue
-            reached = channel(volume.path, any(c.writes(volume.name) for c in mounted))
-            if reached is not None:
-                found.append((volume, reached))
+        found = reached(view)
         if found:  # one finding: a node agent's dozen mounts need one exemption, not a dozen lines
-            volume, reached = found[0]
+            volume, channel = found[0]
             more = f" (and {len(found) - 1} more hostPaths that reach device channels)" if len(found) > 1 else ""
             out.append(
                 Violation(
                     rule=ID,
                     path=f"{view.path}.volumes[{volume.index}].hostPath.path",
-                    detail=f'is "{volume.path}", which reaches {reached.root} on the node ({reached.what}){more}',
+                    detail=f'is "{volume.path}", which reaches {channel.root} on the node ({channel.what}){more}',
                     fix=fix or _fix(view),
                     value=f'"{volume.path}"',
                 )
