@@ -60,11 +60,13 @@ def _through_server(reviews: list[bytes]) -> bool:
     """Reviews through the real routes' handlers, as webhook.serve.transport calls them; False when the
     server's dependencies (aiohttp, prometheus-client, pyyaml) are missing."""
     try:
-        from webhook.config import from_mapping
+        import yaml
+
         from webhook.serve import server
+        from webhook.serve.reload import activate
     except ImportError:
         return False
-    webhook = server.Webhook(from_mapping(CONFIG))
+    webhook = server.Webhook(activate(yaml.safe_dump(CONFIG).encode()))
     webhook.ready = True
     handlers = [webhook.routes[path].handler for path in ("/validate", "/mutate")]
     for _ in range(ROUNDS):

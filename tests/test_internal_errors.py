@@ -12,8 +12,8 @@ import aiohttp
 from tests.apiserver import ApiServer
 from tests.helpers import container, pod
 from webhook import admission
-from webhook.config import from_mapping
 from webhook.serve import server
+from webhook.serve.reload import activate
 from webhook.serve.tls import new_context
 
 
@@ -25,7 +25,7 @@ def test_exception_in_policy_becomes_errored_review(monkeypatch, cert_dir: Path)
 
     async def scenario() -> None:
         # In process (the monkeypatch must reach the handler), over real TLS on a loopback port.
-        webhook = server.Webhook(from_mapping({"clusterVersion": "unknown"}))
+        webhook = server.Webhook(activate(b"clusterVersion: unknown\n"))
         http = await server.serve(webhook, "127.0.0.1", 0, new_context(cert_dir / "tls.crt", cert_dir / "tls.key"))
         plain = await server.serve_metrics(webhook, "127.0.0.1", 0)
         client_tls = ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))

@@ -36,7 +36,7 @@ class Outcome:
 
     Never changed once built (the SKIP_* outcomes are shared by every request); not frozen only
     because mypyc compiles an explicit __init__ to C, where a dataclass-generated one stays
-    interpreted (see webhook.policy.objects.Container)."""
+    interpreted (see webhook.policy.containers.Container)."""
 
     decision: Decision
     verdict: Verdict

@@ -51,7 +51,7 @@ class ReviewError(ValueError):
 @dataclass(slots=True, init=False)
 class Request:
     """What a review asks, read from its envelope. Never changed once built; an explicit __init__
-    (not frozen) because mypyc compiles it to C (see webhook.policy.objects.Container)."""
+    (not frozen) because mypyc compiles it to C (see webhook.policy.containers.Container)."""
 
     api_version: str
     uid: str

@@ -8,8 +8,8 @@ import logging
 import os
 import sys
 
+from ..config import ConfigError
 from ..offline.reports import EXIT_INPUT, EXIT_OK
-from .settings import from_args
 
 log = logging.getLogger("gpu-policy")
 
@@ -18,18 +18,21 @@ def command(args: argparse.Namespace) -> int:
     if args.workers < 1:
         print("gpu-policy: --workers must be at least 1", file=sys.stderr)
         return EXIT_INPUT
-    settings = from_args(args)
-    follow_version = settings.cluster_version_auto
-    digest = ""
+    # The file is read once: its bytes are both the settings and the digest a reload compares.
+    data = None
     if args.config:
-        from ..serve.reload import digest_of
+        try:
+            with open(args.config, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            raise ConfigError([f"cannot read file: {exc.strerror or exc}"], args.config) from exc
+    from ..serve.reload import activate
 
-        with open(args.config, "rb") as f:  # the file from_args just validated
-            digest = digest_of(f.read())
-    if settings.cluster_version_auto:
+    active = activate(data, args.config or "config", version=args.cluster_version)
+    if active.follows_version:
         from ..cluster.version import detect_version
 
-        settings = settings.with_cluster_version(detect_version())
+        active = active.with_policy(cluster_version=detect_version())
     try:
         from ..serve.tls import new_context
 
@@ -37,12 +40,13 @@ def command(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"gpu-policy: cannot load {args.cert_dir}/tls.crt and tls.key: {exc}", file=sys.stderr)
         return EXIT_INPUT
+    digest = active.digest
     log.info(
         "effective config (sha256 %s)",
         digest[:12] or "built-in defaults",
-        extra={"config": settings.effective, "configSha256": digest, "configFile": args.config or ""},
+        extra={"config": active.effective, "configSha256": digest, "configFile": args.config or ""},
     )
-    version = settings.policy.cluster_version
+    version = active.policy.cluster_version
     from .. import core_build
 
     log.info(
@@ -63,15 +67,14 @@ def command(args: argparse.Namespace) -> int:
         metrics_host=args.metrics_host,
         metrics_port=args.metrics_port,
         config_path=args.config,
-        digest=digest,
-        follow_version=follow_version,
+        cluster_version=args.cluster_version,
     )
     if args.workers > 1:
         from ..serve.workers import prefork
 
-        return prefork(settings, listen, args.workers)
+        return prefork(active, listen, args.workers)
     try:
-        run(settings, listen)
+        run(active, listen)
     except OSError as exc:  # the port is taken, or the host cannot be bound
         print(f"gpu-policy: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_INPUT

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..config import ChartView, ConfigError, Settings, load, load_chart_values, parse_version
+from ..config import ChartView, ConfigError, Settings, load, load_chart_values, with_version
 
 
 def chart_view(args: argparse.Namespace) -> ChartView | None:
@@ -21,11 +21,4 @@ def from_args(args: argparse.Namespace, chart: ChartView | None = None) -> Setti
     """The config file (or the chart view's config), with --cluster-version applied."""
     settings = chart.settings if chart is not None else load(args.config)
     override = getattr(args, "cluster_version", None)
-    if not override:
-        return settings
-    if override == "unknown":
-        return settings.with_cluster_version(None)
-    version = parse_version(override)
-    if version is None:
-        raise ConfigError([f"--cluster-version: {override!r} is not a version such as 1.27"], "args")
-    return settings.with_cluster_version(version)
+    return with_version(settings, override) if override else settings

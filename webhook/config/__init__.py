@@ -14,12 +14,14 @@ from .settings import (
     ServerSettings,
     Settings,
     default_policy,
+    from_bytes,
     from_chart_values,
     from_mapping,
     from_text,
     load,
     load_chart_values,
     parse_version,
+    with_version,
 )
 
 __all__ = [
@@ -30,10 +32,12 @@ __all__ = [
     "ServerSettings",
     "Settings",
     "default_policy",
+    "from_bytes",
     "from_chart_values",
     "from_mapping",
     "from_text",
     "load",
     "load_chart_values",
     "parse_version",
+    "with_version",
 ]

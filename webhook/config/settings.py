@@ -197,9 +197,20 @@ def load(path: str | os.PathLike[str] | None, environ: Mapping[str, str] | None 
         return from_mapping({}, environ=environ)
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except OSError as exc:
         raise ConfigError([f"cannot read file: {exc.strerror or exc}"], source) from exc
+    return from_bytes(data, source, environ)
+
+
+def from_bytes(data: bytes, source: str = "config", environ: Mapping[str, str] | None = None) -> Settings:
+    """A config file's bytes, as the server reads them at start-up and on every reload: UTF-8
+    (a byte that is not is an error at its offset, never a replacement character), then YAML."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError([f"not UTF-8 at byte {exc.start} (line {line}): {exc.reason}"], source) from exc
     return from_text(text, environ=environ, source=source)
 
 
@@ -210,6 +221,17 @@ def from_text(text: str, *, environ: Mapping[str, str] | None = None, source: st
     except yaml.YAMLError as exc:
         raise ConfigError([f"not valid YAML: {exc}"], source) from exc
     return from_mapping({} if data is None else data, environ=environ, source=source)
+
+
+def with_version(settings: Settings, override: str) -> Settings:
+    """`settings` with the command line's --cluster-version (a version such as 1.27, or "unknown")
+    in place of the file's clusterVersion."""
+    if override == "unknown":
+        return settings.with_cluster_version(None)
+    version = parse_version(override)
+    if version is None:
+        raise ConfigError([f"--cluster-version: {override!r} is not a version such as 1.27"], "args")
+    return settings.with_cluster_version(version)
 
 
 def from_mapping(data: Any, *, environ: Mapping[str, str] | None = None, source: str = "config") -> Settings:

@@ -65,7 +65,12 @@ def loads(kind: str, name: str, prefix: str) -> str:
 
 @dataclass(slots=True, init=False)
 class Container:
-    """One container of any kind, with the fields the rules read already type-checked."""
+    """One container of any kind, with the fields the rules read already type-checked.
+
+    Built on every request, so its __init__ is written out: mypyc compiles an explicit __init__
+    to C, where the dataclass-generated one stays interpreted. Not frozen for the same reason (an
+    explicit __init__ cannot set frozen fields); nothing changes one after it is built. The other
+    per-request records (Violation, Changes, Verdict, review.Request, decide.Outcome) point here."""
 
     kind: ContainerKind
     field: str  # kind.field, as a plain attribute (an Enum's properties cost a call each)

@@ -204,7 +204,7 @@ def find_violations(obj: Any, group: str, kind: str, policy: Policy, namespace: 
 @dataclass(slots=True, init=False)
 class Verdict:
     """Violations by the mode their rule is in (OFF never appears). (An explicit __init__: see
-    objects.Container.)"""
+    containers.Container.)"""
 
     by_mode: dict[Mode, list[Violation]]
 

@@ -53,7 +53,7 @@ GPU_DEVICE_NODE: Final = re.compile(r"/dev/nvidia(\d+)\b")
 @dataclass(slots=True, init=False, unsafe_hash=True)
 class Source:
     """How a container gets a GPU: "resource", "companion", "claim", "kai" or "annotation" (GKE).
-    (An explicit __init__, not frozen: see objects.Container.)"""
+    (An explicit __init__, not frozen: see containers.Container.)"""
 
     how: str
     name: str  # the resource name, the claim name, or the KAI annotation

@@ -236,7 +236,7 @@ class Policy:
 
 
 # Violation and Changes are built on every request: an explicit __init__ is compiled to C by
-# mypyc, where the dataclass-generated one stays interpreted (see objects.Container). Not frozen
+# mypyc, where the dataclass-generated one stays interpreted (see containers.Container). Not frozen
 # for that reason (an explicit __init__ cannot set frozen fields); nothing changes one after it is
 # built, and Violation keeps a hash (unsafe_hash) for sets and dict keys.
 @dataclass(slots=True, init=False, unsafe_hash=True)

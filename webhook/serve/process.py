@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from ..config import Settings
 from .metrics import Metrics
+from .reload import Active
 from .server import Webhook, serve, serve_metrics, shutdown
 from .tls import CertReloader
 
@@ -38,8 +38,7 @@ class Listen:
     metrics_host: str | None = None  # None: the TLS port's host
     metrics_port: int = 0  # 0: no metrics port
     config_path: str | None = None  # watched for live reload when given
-    digest: str = ""  # sha256 of the config file's bytes at start-up ("" for built-in defaults)
-    follow_version: bool = False  # clusterVersion auto: keep reading the cluster's version
+    cluster_version: str | None = None  # --cluster-version: over the file's, at start and each reload
 
 
 # A worker's extra duty beside serving (webhook.serve.workers: its counters for the parent's
@@ -49,7 +48,7 @@ LastWord = Callable[[Metrics], None]
 
 
 def run(
-    settings: Settings,
+    active: Active,
     listen: Listen,
     *,
     reuse_port: bool = False,
@@ -59,14 +58,14 @@ def run(
     """Serve until SIGTERM or SIGINT on uvloop where it is installed. A worker passes its
     `duty` and `last_word` and serves no metrics port of its own (the parent sums the workers').
     Raises OSError when the port cannot be bound."""
-    reloader = CertReloader(listen.cert_dir, settings.server.cert_reload_seconds, listen.client_ca)
+    reloader = CertReloader(listen.cert_dir, active.server.cert_reload_seconds, listen.client_ca)
     try:
         import uvloop
 
         uvloop.install()
     except ImportError:
         pass
-    asyncio.run(_serve(settings, listen, reloader, reuse_port, duty, last_word))
+    asyncio.run(_serve(active, listen, reloader, reuse_port, duty, last_word))
 
 
 def _cluster_client() -> Any:
@@ -82,7 +81,7 @@ def _cluster_client() -> Any:
 
 
 async def _serve(
-    settings: Settings,
+    active: Active,
     listen: Listen,
     reloader: CertReloader,
     reuse_port: bool,
@@ -91,12 +90,12 @@ async def _serve(
 ) -> None:
     """SIGHUP reloads the config file at once (it is also watched; see webhook.serve.reload)."""
     detect = None
-    if listen.follow_version:
+    if active.follows_version:
         from ..cluster.version import detect_version
 
         detect = partial(detect_version, quiet=True)
-    client = _cluster_client() if settings.server.cluster_view else None
-    webhook = Webhook(settings, reloader, listen.config_path, listen.digest, detect, client)
+    client = _cluster_client() if active.server.cluster_view else None
+    webhook = Webhook(active, reloader, listen.config_path, detect, client, version=listen.cluster_version)
     http = await serve(webhook, listen.host, listen.port, reloader.context, reuse_port=reuse_port)
     duties: list[asyncio.Task[None]] = []
     metrics_http = None

@@ -18,31 +18,75 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
-from ..config import ConfigError, ServerSettings, Settings, from_text
-from ..policy import Policy
+from ..config import ConfigError, ServerSettings, from_bytes, from_mapping, with_version
+from ..policy import Policy, engine
 
 log = logging.getLogger("gpu-policy.reload")
 
 
 @dataclass(frozen=True, slots=True)
 class Active:
-    """What the process runs by, swapped as one value: the policy requests are judged by (with the
-    plan it runs and the cluster facts it reads), the server settings in force, and where they
-    came from."""
+    """What the process runs by, swapped as one value: the policy requests are judged by (its plan
+    built before the first request reads it, and the cluster facts it reads), the server settings
+    in force, and where they came from. Made by `activate` alone; every later change (a reload, a
+    new cluster view, a new cluster version) goes through `with_policy`, which plans again."""
 
     policy: Policy
     server: ServerSettings
     generation: int  # 1 at start-up, +1 per successful reload
     digest: str  # sha256 of the config file's bytes ("" for built-in defaults)
+    follows_version: bool = False  # clusterVersion auto, not overridden: the cluster's version is read
+    effective: Mapping[str, Any] = field(default_factory=dict, compare=False)  # what start-up logs
+
+    def with_policy(self, **changes: Any) -> Active:
+        """This Active with the policy's `changes`, planned now (dataclasses.replace does not copy
+        the plan: a changed policy derives its own)."""
+        return replace(self, policy=planned(replace(self.policy, **changes)))
 
 
-def activate(settings: Settings, generation: int = 1, digest: str = "") -> Active:
-    return Active(settings.policy, settings.server, generation, digest)
+def planned(policy: Policy) -> Policy:
+    """`policy` with its plan built (engine.plan keeps it on the policy): requests only read it."""
+    engine.plan(policy)
+    return policy
+
+
+def activate(
+    data: bytes | None,
+    source: str = "config",
+    *,
+    version: str | None = None,
+    after: Active | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Active:
+    """The one way config bytes become what the process runs by, at start-up and on each reload:
+    decoded and validated in full (ConfigError names every wrong key), `version` (the command
+    line's --cluster-version: a version or "unknown") over the file's, the digest of exactly these
+    bytes (a file read once: never the settings of one read with the digest of another), and the
+    plan built. After a reload (`after`, the running Active) what the process learned itself
+    carries over: the cluster view, and with clusterVersion auto the version last read from the
+    cluster. `data` None is the built-in defaults."""
+    settings = from_bytes(data, source, environ) if data is not None else from_mapping({}, environ=environ)
+    if version:
+        settings = with_version(settings, version)
+    policy = settings.policy
+    if after is not None:
+        kept: dict[str, Any] = {"cluster": after.policy.cluster}
+        if settings.cluster_version_auto:
+            kept["cluster_version"] = after.policy.cluster_version
+        policy = replace(policy, **kept)
+    return Active(
+        planned(policy),
+        settings.server,
+        1 if after is None else after.generation + 1,
+        digest_of(data) if data is not None else "",
+        settings.cluster_version_auto,
+        settings.effective,
+    )
 
 
 # The server settings a reload applies at once: each is read where it is used, each time.
@@ -72,8 +116,10 @@ class ConfigReloader:
         get: Callable[[], Active],
         put: Callable[[Active], None],
         count: Callable[[str], None],
+        version: str | None = None,
     ) -> None:
         self.path = path
+        self.version = version  # --cluster-version: it holds over every file, not only the first
         self.get = get
         self.put = put
         self.count = count  # result -> metrics ("ok", "error", "unchanged" is not counted)
@@ -93,16 +139,12 @@ class ConfigReloader:
         if digest in (active.digest, self.rejected):
             return False
         try:
-            loaded = from_text(data.decode("utf-8", errors="replace"), source=self.path)
+            loaded = activate(data, self.path, version=self.version, after=active)
         except ConfigError as exc:
             log.error("config reload rejected, the current policy stays:\n%s", exc)
             self.count("error")
             self.rejected = digest  # tried again only once the file changes
             return False
-        if loaded.cluster_version_auto:  # the version last read from the cluster, not a restart's
-            loaded = loaded.with_cluster_version(active.policy.cluster_version)
-        # The cluster view belongs to the process, not the file: the new policy sees the same cluster.
-        loaded = replace(loaded, policy=replace(loaded.policy, cluster=active.policy.cluster))
         server, applied, waiting = server_changes(loaded.server, active.server)
         if applied:
             log.info("config reload: %s applied", ", ".join(applied))
@@ -110,7 +152,7 @@ class ConfigReloader:
             log.warning(
                 "config reload: %s changed; the server keeps the running values until a restart", ", ".join(waiting)
             )
-        self.put(Active(loaded.policy, server, active.generation + 1, digest))
+        self.put(replace(loaded, server=server))
         self.count("ok")
         log.info("config reloaded: generation %d, sha256 %s", active.generation + 1, digest[:12])
         return True
@@ -151,7 +193,7 @@ class VersionWatcher:
         active = self.get()
         if version is None or version == active.policy.cluster_version:
             return False
-        self.put(replace(active, policy=replace(active.policy, cluster_version=version)))
+        self.put(active.with_policy(cluster_version=version))
         old = active.policy.cluster_version
         log.info(
             "cluster version changed: %s -> %d.%d",

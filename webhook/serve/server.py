@@ -11,11 +11,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import admission
-from ..config import Settings
 from ..policy import watches_namespaces
 from .answer import TEXT, Answer, Cell, ReviewHandler
 from .metrics import Metrics
-from .reload import Active, ConfigReloader, VersionWatcher, activate
+from .reload import Active, ConfigReloader, VersionWatcher
 from .transport import Route, Transport
 
 if TYPE_CHECKING:
@@ -54,19 +53,21 @@ class Webhook:
 
     def __init__(
         self,
-        settings: Settings,
+        active: Active,
         reloader: CertReloader | None = None,
         config_path: str | None = None,
-        digest: str = "",
         detect_version: Callable[[], tuple[int, int] | None] | None = None,
         cluster_client: Any = None,
         cluster_timing: Timing | None = None,
+        version: str | None = None,
     ) -> None:
-        """`reloader` owns the TLS context; the config file at `config_path` (whose bytes hash to
-        `digest`) and, with `detect_version` (clusterVersion auto), the cluster's version are
-        watched while it runs; with `cluster_client` (a kubernetes ApiClient) the cluster view
-        too (webhook.cluster.view), which the pre-flight rules read."""
-        self.settings = settings
+        """`active` is what it starts by (reload.activate); `reloader` owns the TLS context; the
+        config file at `config_path` (whose bytes `active` was made from; `version`, the command
+        line's --cluster-version, holds over every reload) and, with `detect_version`
+        (clusterVersion auto), the cluster's version are watched while it runs; with
+        `cluster_client` (a kubernetes ApiClient) the cluster view too (webhook.cluster.view),
+        which the pre-flight rules read. It keeps no settings beside the cell: what a reload
+        swaps is all there is."""
         counters = self.metrics = Metrics()
         self.ready = False
         self.reloader = reloader
@@ -74,15 +75,17 @@ class Webhook:
             reloader.on_reload = counters.count_reload
             counters.cert_not_after = lambda: reloader.not_after
         # The policy is resolved once per (re)load, never per request.
-        cell = self.cell = Cell(activate(settings, 1, digest))
-        counters.config_generation = 1
+        cell = self.cell = Cell(active)
+        counters.config_generation = active.generation
         self.config_reloader: ConfigReloader | None = None
         self.version_watcher: VersionWatcher | None = None
         if config_path is not None:
-            self.config_reloader = ConfigReloader(config_path, lambda: cell.active, self.put, counters.count_config)
-        if detect_version is not None and settings.server.cluster_version_seconds > 0:
+            self.config_reloader = ConfigReloader(
+                config_path, lambda: cell.active, self.put, counters.count_config, version
+            )
+        if detect_version is not None and active.server.cluster_version_seconds > 0:
             self.version_watcher = VersionWatcher(
-                settings.server.cluster_version_seconds, detect_version, lambda: cell.active, self.put
+                active.server.cluster_version_seconds, detect_version, lambda: cell.active, self.put
             )
         self.cluster_client, self.cluster_timing = cluster_client, cluster_timing
         self.cluster_state = "off"
@@ -141,8 +144,6 @@ class Webhook:
         """Starts the watch threads; each view they publish is swapped into the cell on the loop."""
         if self.cluster_client is None:
             return None
-        from dataclasses import replace
-
         from ..cluster.reflector import Timing
         from ..cluster.view import ClusterWatcher
 
@@ -158,7 +159,7 @@ class Webhook:
             active = cell.active
             if view is None and active.policy.cluster is None:
                 return
-            put(replace(active, policy=replace(active.policy, cluster=view)))
+            put(active.with_policy(cluster=view))
             counters.view_synced = 0 if view is None else 1
             counters.view_nodes = 0 if view is None else view.nodes
             if view is None:
@@ -194,9 +195,11 @@ def healthz(_content_type: str = "", _body: bytes = b"") -> Answer:
 
 
 async def serve(webhook: Webhook, host: str, port: int, context: Any, *, reuse_port: bool = False) -> Transport:
-    """The TLS port answering `webhook`'s routes, after its watchers started."""
+    """The TLS port answering `webhook`'s routes, after its watchers started. Its limits and
+    deadlines are the server settings in force now: a reload changes them only with a restart."""
+    started = webhook.cell.active.server
     await webhook.start()
-    http = Transport(webhook.routes, webhook.settings.server, webhook.count_body_wait)
+    http = Transport(webhook.routes, started, webhook.count_body_wait)
     try:
         await http.start(host, port, context, reuse_port=reuse_port)
     except BaseException:
@@ -215,6 +218,6 @@ async def shutdown(webhook: Webhook, http: Transport, timeout: float = 15.0) -> 
 async def serve_metrics(webhook: Webhook, host: str, port: int) -> Transport:
     """The plain-HTTP metrics port (Prometheus scrapes it without TLS or our CA): /metrics and
     the probes, on the same transport and limits as the TLS port."""
-    http = Transport(webhook.metrics_routes, webhook.settings.server)
+    http = Transport(webhook.metrics_routes, webhook.cell.active.server)
     await http.start(host, port, None)
     return http

@@ -21,10 +21,11 @@ import signal
 import tempfile
 import threading
 
-from ..config import Settings
+from ..config import ServerSettings
 from . import logs
 from .metrics import Metrics
 from .process import Listen, run
+from .reload import Active
 from .server import GET, Exposition, healthz
 from .transport import Route, Transport
 
@@ -33,7 +34,7 @@ log = logging.getLogger("gpu-policy")
 SNAPSHOT_SECONDS = 1.0  # how stale the parent's metrics may be
 
 
-def prefork(settings: Settings, listen: Listen, workers: int) -> int:
+def prefork(active: Active, listen: Listen, workers: int) -> int:
     """Run `workers` processes until they exit; the exit status (1 when a worker failed)."""
     folder = tempfile.mkdtemp(prefix="gpu-policy-metrics-")  # /tmp: the chart's emptyDir
     children: list[int] = []
@@ -43,7 +44,7 @@ def prefork(settings: Settings, listen: Listen, workers: int) -> int:
             code = 0
             try:
                 snapshots = Snapshots(folder)
-                run(settings, listen, reuse_port=True, duty=snapshots.every_second, last_word=snapshots.write)
+                run(active, listen, reuse_port=True, duty=snapshots.every_second, last_word=snapshots.write)
             except BaseException:
                 log.exception("worker failed")
                 code = 1
@@ -54,7 +55,7 @@ def prefork(settings: Settings, listen: Listen, workers: int) -> int:
     if listen.metrics_port:
         host = listen.metrics_host or listen.host
         try:
-            serve_summed(settings, host, listen.metrics_port, folder, children)
+            serve_summed(active.server, host, listen.metrics_port, folder, children)
         except OSError as exc:
             log.error("cannot serve metrics on %s:%d: %s", host, listen.metrics_port, exc)
 
@@ -99,7 +100,7 @@ class Snapshots:
             await asyncio.sleep(SNAPSHOT_SECONDS)
 
 
-def serve_summed(settings: Settings, host: str, port: int, folder: str, children: list[int]) -> None:
+def serve_summed(server: ServerSettings, host: str, port: int, folder: str, children: list[int]) -> None:
     """The parent's metrics port: the workers' latest snapshots, summed, so one scrape sees the
     whole pod. Same transport and limits as the workers' ports, on an event loop of its own in a
     thread (the parent's main thread only waits for its workers)."""
@@ -120,7 +121,7 @@ def serve_summed(settings: Settings, host: str, port: int, folder: str, children
 
     def serve_forever() -> None:
         loop = asyncio.new_event_loop()
-        transport = Transport(routes, settings.server)
+        transport = Transport(routes, server)
         try:
             loop.run_until_complete(transport.start(host, port, None))
         except OSError as exc:
