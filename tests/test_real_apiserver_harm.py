@@ -90,3 +90,50 @@ def test_an_outage_refuses_no_non_gpu_workload(
     finally:
         for path in reversed(created):
             real_api.call("DELETE", path)
+
+
+def test_audit_rollout_refuses_nothing_during_an_outage_and_enforce_does(
+    real_api: RealApi, tmp_path: Path, cert_dir: Path
+) -> None:
+    """Issue 50, item 1, in the real API server: the chart in enforcement both with policy.rollout
+    audit, its webhooks pointed where no replica answers. A privileged GPU pod (what no-privileged-gpu
+    and its twin deny) is created, with the twin's warning "would violate GPU policy" (its binding's
+    validationActions [Warn, Audit]). The same chart with rollout enforce refuses it."""
+    privileged = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"generateName": "rollout-", "namespace": "ml"},
+        "spec": {
+            "containers": [
+                {
+                    "name": "t",
+                    "image": "x",
+                    "securityContext": {"privileged": True},
+                    "resources": {"limits": {"nvidia.com/gpu": 1}},
+                }
+            ]
+        },
+    }
+    nobody = free_port()
+    for rollout in ("audit", "enforce"):
+        docs = render({"enforcement": "both", "policy": {"rollout": rollout}}, kube_version="1.36.0", tmp=tmp_path)
+        assert isinstance(docs, list)
+        configs = webhook_configs(docs, nobody, (cert_dir / "ca.crt").read_bytes())
+        created = real_api.create_all(configs, ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"))
+        created += real_api.create_all(docs, NATIVE)
+        try:
+            deadline = time.monotonic() + 30
+            while True:  # policies and bindings take effect within a second or two
+                code, body, warnings = real_api.create_pod(privileged)
+                said = [w for w in warnings if "would violate GPU policy: no-privileged-gpu" in w]
+                if rollout == "audit" and code == 201 and said:
+                    break
+                if rollout == "enforce" and code == 403 and "no-privileged-gpu" in body.get("message", ""):
+                    break
+                assert time.monotonic() < deadline, (rollout, code, body.get("message"), warnings)
+                time.sleep(0.5)
+            SAID[f"rollout {rollout}"] = f"{code} {(said or [body.get('message', '')])[0][:160]}"
+            print(f"FIGURE real API server, rollout {rollout}, no replica: {SAID[f'rollout {rollout}']}")
+        finally:
+            for path in reversed(created):
+                real_api.call("DELETE", path)

@@ -81,7 +81,8 @@ VALUES: Final = {
     "hami": '(ternary "true" "false" $p.integrations.hami.enabled)',
     "xgpu": '(ternary "true" "false" $p.integrations.xgpu.enabled)',
     # A rule's message starts with its mode's words (engine.DENY_PREFIX / WARN_PREFIX), as a CEL string.
-    "prefix": f'(toJson (ternary "{DENY_PREFIX}" "{WARN_PREFIX}" (eq .mode "deny")))',
+    # (policy.rollout audit: no rule denies, so a deny rule's message says "would violate".)
+    "prefix": f'(toJson (ternary "{DENY_PREFIX}" "{WARN_PREFIX}" (and (eq .mode "deny") (ne $p.rollout "audit"))))',
 }
 
 _PLACEHOLDER: Final = re.compile(r"@(\w+)@")

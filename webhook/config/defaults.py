@@ -39,6 +39,7 @@ MAX_REQUEST_BYTES: Final = 2 * JSON_ESCAPE * ETCD_MAX_REQUEST_BYTES + REVIEW_ENV
 # README's configuration reference and the chart's values.yaml `policy` block from it (with
 # COMMENTS), and the rule modes come from the registry.
 DEFAULTS: dict[str, Any] = {
+    "rollout": "enforce",
     "rules": {rule: mode.value for rule, mode in DEFAULT_MODES.items()},
     "sharedGpu": True,
     "gpuResourceName": NVIDIA.resource,
@@ -149,6 +150,8 @@ DEFAULTS: dict[str, Any] = {
 # One line per key for the generated YAML (README and values.yaml); keys of nested mappings
 # are dotted. A key without a comment fails `make generate`.
 COMMENTS: dict[str, str] = {
+    "rollout": "enforce: every rule in its mode. audit: no rule denies; each deny rule warns and records "
+    "an audit annotation instead (install in audit, read what it reports, then enforce)",
     "rules": "mode per rule: deny | warn | audit | off",
     "sharedGpu": "allow shares of one GPU (0 < x < 1); false: whole GPUs only",
     "gpuResourceName": "the device plugin's GPU resource",

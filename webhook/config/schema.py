@@ -79,6 +79,7 @@ def config_schema() -> Schema:
     # be a poorer message than "must be one of ...").
     return _object(
         {
+            "rollout": {"enum": ["enforce", "audit"]},
             "rules": _object({rule: {"enum": modes} for rule in RULE_IDS}),
             "sharedGpu": _boolean(),
             "gpuResourceName": {

@@ -338,8 +338,12 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], found: Found) -> Setti
     version = None if c["clusterVersion"] in ("auto", "unknown") else parse_version(c["clusterVersion"])
     integrations, ld, acc = c["integrations"], c["ldLibraryPath"], c["acceleratorNodeSelector"]
     seconds = {key: float(value) for key, value in server.items() if key.endswith("Seconds")}
+    modes = {**DEFAULT_MODES, **{rule: Mode(mode) for rule, mode in c["rules"].items()}}
+    # rollout audit: nothing denies; what would is warned of and recorded (engine.judge).
+    audited = frozenset(r for r, m in modes.items() if m is Mode.DENY) if c["rollout"] == "audit" else frozenset()
     policy = Policy(
-        modes={**DEFAULT_MODES, **{rule: Mode(mode) for rule, mode in c["rules"].items()}},
+        modes={rule: Mode.WARN if rule in audited else mode for rule, mode in modes.items()},
+        audited=audited,
         shared_gpu=c["sharedGpu"],
         toolkit_reads_env=c["nodeProfile"]["toolkitReadsEnv"],
         resource_name=c["gpuResourceName"],

@@ -33,7 +33,7 @@ from ..admission import Outcome
 from ..admission.review import Request
 from ..policy import Mode, Policy, Violation
 from ..policy.cel import EXEMPTIONS, NO_CLAIMS, NOT_DELETING, REQUEST_EXEMPTIONS, ROOTS, rooted
-from ..policy.engine import DENY_PREFIX, WARN_PREFIX
+from ..policy.engine import DENY_PREFIX, WARN_PREFIX, file_under
 from ..policy.quantity import QuantityError, parse_quantity
 from ..policy.rule import NativeMutation, ObjectRule, Rule
 from ..policy.rules.gpu_namespace_allowed import wanted
@@ -589,7 +589,7 @@ class Native:
             return outcome
         verdict = outcome.verdict
         for v in found:
-            verdict.by_mode.setdefault(self.policy.mode(v.rule), []).append(v)
+            file_under(verdict, v, self.policy)
         if verdict.allowed:
             return Outcome(Decision.ALLOWED, verdict, warnings=verdict.warnings())
         return Outcome(Decision.DENIED, verdict, warnings=verdict.warnings(), message=verdict.message())

@@ -262,10 +262,19 @@ def judge(found: list[Violation], policy: Policy, before: list[Violation] | None
         found = [v for v in found if v.key not in seen]
     verdict = Verdict()
     for v in found:
-        mode = policy.mode(v.rule)
-        if mode is not Mode.OFF:
-            verdict.by_mode.setdefault(mode, []).append(v)
+        file_under(verdict, v, policy)
     return verdict
+
+
+def file_under(verdict: Verdict, v: Violation, policy: Policy) -> None:
+    """Put `v` under its rule's mode (nowhere when off); a rule rollout audit holds back from
+    denying (Policy.audited) warns and is recorded as an audit annotation too, as a Pod Security
+    Admission namespace labelled both warn and audit would."""
+    mode = policy.mode(v.rule)
+    if mode is not Mode.OFF:
+        verdict.by_mode.setdefault(mode, []).append(v)
+    if v.rule in policy.audited:
+        verdict.by_mode.setdefault(Mode.AUDIT, []).append(v)
 
 
 def short_warning(prefix: str, v: Violation) -> str:

@@ -151,6 +151,10 @@ class Policy:
     """
 
     modes: Mapping[str, Mode]
+    # rollout audit: the rules configured to deny, here in modes as WARN; each of their violations
+    # is also recorded as an audit annotation (engine.judge), so a platform sees what enforcing
+    # would refuse before anything is refused.
+    audited: frozenset[str]
     shared_gpu: bool
     # The GPU nodes' NVIDIA runtime reads device requests from a container's env (nodeProfile).
     toolkit_reads_env: bool

@@ -177,3 +177,23 @@ cluster without it, saying so.
 {{- define "gpu-policy.nativeIsolation" -}}
 {{- if ne (include "gpu-policy.enforcement" .) "webhook" -}}true{{- end -}}
 {{- end -}}
+
+{{/*
+policy.rollout audit: nothing gpu-policy installs refuses an object. The server warns of and records
+(audit annotations) what its deny rules find; the native policies' deny bindings warn and audit;
+every webhook and policy fails open. "true" or "". Enforcing later changes only what reads this.
+*/}}
+{{- define "gpu-policy.auditRollout" -}}
+{{- if eq (.Values.policy.rollout | default "enforce") "audit" }}true{{ end -}}
+{{- end -}}
+
+{{/* A fail-closed failurePolicy (the context: list $ "Fail"), Ignore under rollout audit. */}}
+{{- define "gpu-policy.failurePolicy" -}}
+{{- if include "gpu-policy.auditRollout" (index . 0) }}Ignore{{ else }}{{ index . 1 }}{{ end -}}
+{{- end -}}
+
+{{/* A binding's validationActions for a mode (the context: list $ mode): deny warns and audits under rollout audit. */}}
+{{- define "gpu-policy.validationActions" -}}
+{{- $mode := index . 1 -}}
+{{- if and (eq $mode "deny") (include "gpu-policy.auditRollout" (index . 0)) }}Warn, Audit{{ else }}{{ include "gpu-policy.validationAction" $mode }}{{ end -}}
+{{- end -}}
