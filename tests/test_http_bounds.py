@@ -129,7 +129,7 @@ def test_a_bystander_is_answered_while_three_clients_send_the_largest_reviews(sh
         t.start()
     time.sleep(1.0)  # the attackers are at it
     try:
-        took = timed_reviews(shipped, 30, 0.05)  # each waits for about one large judge: 30 keep this near 40 s
+        took = timed_reviews(shipped, 16, 0.05)  # each waits for about one large judge: 16 keep this near 20 s
     finally:
         stop.set()
         for t in threads:
