@@ -369,9 +369,12 @@ def test_the_pre_commit_hook_runs_check_on_the_files_it_is_given(tmp_path: Path)
 
 def test_the_pre_commit_hook_as_pre_commit_runs_it(tmp_path: Path) -> None:
     """Issue 34: the hook passes every staged YAML/JSON file (types_or, no `files:`), so a chart's
-    values.yaml, Chart.yaml and templates reached `check` and failed it (exit 2). Emulated as
-    pre-commit runs it: the hook's entry, with the files its types select."""
+    values.yaml, Chart.yaml and templates reach `check`. Issue 51: they are no longer skipped but
+    rendered, once per chart, by helm with the hook's --chart-values, and what they render is
+    judged. Emulated as pre-commit runs it: the hook's entry, with the files its types select."""
     import shlex
+
+    from tests.chart import helm_binary
 
     hooks = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
     (hook,) = hooks
@@ -384,21 +387,92 @@ def test_the_pre_commit_hook_as_pre_commit_runs_it(tmp_path: Path) -> None:
     ]
     entry = shlex.split(hook["entry"])
     assert entry[0] == "gpu-policy"
+    ours = tmp_path / "ours.yaml"  # our own chart renders only with an image (or the placeholder allowed)
+    ours.write_text("image: {allowPlaceholder: true}\n")
 
-    def run(files: list[Path]) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "webhook", *entry[1:], *map(str, files)]
-        return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
+    def run(files: list[Path], *args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "webhook", *entry[1:], *args, *map(str, files)]
+        env = {**os.environ, "HELM": os.path.abspath(helm_binary())}
+        return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False, env=env)
 
-    clean = run(staged)
+    clean = run(staged, "--chart-namespace", "gpu-policy", "--chart-values", str(ours), "-v")
     assert clean.returncode == 0, clean.stdout + clean.stderr
-    assert "1 object" in clean.stdout
-    denied = run([*staged, ROOT / "tests" / "corpus" / "envfrom-gpu.yaml"])
+    assert "charts/gpu-policy/templates/deployment.yaml (document 1): Deployment gpu-policy/check" in clean.stdout
+    assert clean.stdout.count("clean-gpu-pod.yaml") == 1
+    denied = run([*staged, ROOT / "tests" / "corpus" / "envfrom-gpu.yaml"], "--chart-namespace", "gpu-policy",
+                 "--chart-values", str(ours))  # fmt: skip
     assert denied.returncode == 1 and "envfrom-gpu.yaml" in denied.stdout
-    # Without the flag, as before: a values file is unusable input.
-    bare = subprocess.run(
-        [sys.executable, "-m", "webhook", "check", str(chart / "values.yaml")], capture_output=True, text=True, cwd=ROOT
+    # Our chart refuses the default namespace (and the placeholder image): unusable input, in helm's words.
+    bare = run(staged)
+    assert (
+        bare.returncode == 2 and "helm template failed: Error: execution error at (gpu-policy/templates/" in bare.stdout
     )
-    assert bare.returncode == 2 and "kind: is required" in bare.stdout
+    # Without the hook's flag, a values file alone is still unusable input.
+    lone = subprocess.run(
+        [sys.executable, "-m", "webhook", "check", str(ROOT / "tests" / "corpus" / "clean-gpu-pod.yaml"),
+         str(tmp_path / "values.yaml")], capture_output=True, text=True, cwd=ROOT,
+    )  # fmt: skip
+    assert lone.returncode == 2
+
+
+def scratch_chart(root: Path) -> Path:
+    """A team's chart whose values can set NVIDIA_VISIBLE_DEVICES (empty by default)."""
+    chart = root / "deploy" / "trainer"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: trainer\nversion: 0.1.0\n")
+    (chart / "values.yaml").write_text('visibleDevices: ""\n')
+    (chart / "templates" / "deployment.yaml").write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}-trainer\nspec:\n"
+        "  selector: {matchLabels: {app: t}}\n  template:\n    metadata: {labels: {app: t}}\n    spec:\n"
+        "      containers:\n        - name: train\n          image: nvcr.io/nvidia/pytorch:24.05-py3\n"
+        "          {{- with .Values.visibleDevices }}\n          env:\n            - name: NVIDIA_VISIBLE_DEVICES\n"
+        "              value: {{ . | quote }}\n          {{- end }}\n"
+    )
+    (chart / "templates" / "service.yaml").write_text(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: {{ .Release.Name }}\nspec:\n  ports: [{port: 80}]\n"
+    )
+    return chart
+
+
+def test_a_chart_is_checked_where_it_lives(tmp_path: Path) -> None:
+    """Issue 51, item 2: `check <chart folder>` (or any file the chart is made of, as the hook
+    passes them) renders it with helm and its values files, and each result names the template
+    file: a values file that sets NVIDIA_VISIBLE_DEVICES=all is denied at templates/deployment.yaml,
+    in text and in SARIF (the repository-relative path code scanning places). From a pipe, the
+    template helm names (`# Source:`) stands in for `<stdin>`. Without helm: exit 2, saying so."""
+    from tests.chart import helm_binary
+
+    chart = scratch_chart(tmp_path)
+    prod = tmp_path / "deploy" / "prod.yaml"
+    prod.write_text("visibleDevices: all\n")
+    env = {**os.environ, "HELM": os.path.abspath(helm_binary())}
+
+    def check(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "webhook", "check", *args], capture_output=True, text=True, cwd=tmp_path,
+            env=kw.get("env", env), input=kw.get("input"),
+        )  # fmt: skip
+
+    assert check("deploy/trainer").returncode == 0
+    denied = check("deploy/trainer/values.yaml", "--chart-values", "deploy/prod.yaml")
+    assert denied.returncode == 1, denied.stdout + denied.stderr
+    assert "deploy/trainer/templates/deployment.yaml (document 1): Deployment default/check-trainer" in denied.stdout
+    assert "no-visible-devices-env" in denied.stdout
+    sarif = json.loads(check("deploy", "--chart-values", "deploy/prod.yaml", "-o", "sarif").stdout)
+    (result,) = [r for r in sarif["runs"][0]["results"] if r["ruleId"] == "no-visible-devices-env"]
+    location = result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+    assert location == "deploy/trainer/templates/deployment.yaml", location
+    rendered = subprocess.run(
+        [helm_binary(), "template", "t", str(chart), "--values", str(prod)], capture_output=True, text=True, check=True
+    ).stdout
+    piped = check("-f", "-", "-o", "json", input=rendered)
+    assert piped.returncode == 1
+    assert [r["where"] for r in json.loads(piped.stdout)["results"]] == [
+        "trainer/templates/service.yaml (document 1)",
+        "trainer/templates/deployment.yaml (document 1)",
+    ]
+    nowhere = check("deploy/trainer", env={k: v for k, v in env.items() if k != "HELM"} | {"PATH": "/nonexistent"})
+    assert nowhere.returncode == 2 and "judging it needs helm" in nowhere.stdout
 
 
 def test_check_tells_warnings_whole_where_the_webhook_cuts_them() -> None:

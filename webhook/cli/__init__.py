@@ -38,7 +38,8 @@ SERVE = _epilog(
 )
 CHECK = _epilog(
     "  gpu-policy check -f deploy/                                      # every .yaml/.yml/.json below it\n"
-    "  helm template my-app ./chart | gpu-policy check -f -             # what a chart renders\n"
+    "  gpu-policy check ./chart --chart-values prod.yaml -n ml          # a chart, rendered by helm, per template\n"
+    "  helm template my-app ./chart | gpu-policy check -f -             # what a chart renders, from a pipe\n"
     "  gpu-policy check -f job.yaml --values gpu-policy-values.yaml     # as that installed chart judges\n"
     "  gpu-policy check -o sarif -f k8s/ > gpu-policy.sarif              # for code scanning\n"
     "  gpu-policy check --cluster -f job.yaml                           # also: would it fit the cluster's nodes?",
@@ -132,6 +133,20 @@ def parser() -> argparse.ArgumentParser:
         c.add_argument("files", nargs="*", metavar="FILE", help="files or folders, as -f (how pre-commit passes them)")
         c.add_argument("-f", "--file", action="append", default=[], help="file, folder or - for stdin (repeatable)")
         c.add_argument("--config", help="YAML config file (default: built-in defaults)")
+        c.add_argument(
+            "--chart-values",
+            action="append",
+            default=[],
+            metavar="FILE",
+            help="a values file for the Helm charts among the inputs (repeatable): a chart's folder, or a file "
+            "it is made of, is rendered by helm (on PATH, or $HELM) and what it renders is judged, each result "
+            "naming its template",
+        )
+        c.add_argument(
+            "--chart-namespace",
+            metavar="NS",
+            help="the release namespace those charts are rendered in (default: -n, else default)",
+        )
         c.add_argument(
             "--values",
             help="a Helm values file of the gpu-policy chart: judge exactly as that installed chart would",

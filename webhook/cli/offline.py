@@ -18,7 +18,7 @@ import yaml
 from .. import admission, package_version
 from ..admission import Decision
 from ..offline import reports
-from ..offline.manifests import InputError, NamespaceMismatch, not_a_manifest, read, review_request
+from ..offline.manifests import Charts, InputError, NamespaceMismatch, not_a_manifest, read, review_request
 from ..offline.native import CelFailed, CelMissing, Native
 from ..offline.reports import EXIT_DENIED, EXIT_INPUT, EXIT_OK, Result
 from ..policy import Policy
@@ -51,7 +51,7 @@ def check(args: argparse.Namespace) -> int:
             return EXIT_INPUT
     native = _native(args, policy)
     results: list[Result] = []
-    for doc in read(paths):
+    for doc in read(paths, Charts.found(tuple(args.chart_values), args.chart_namespace or args.namespace)):
         if args.manifests_only and not_a_manifest(doc):
             continue
         if isinstance(doc, InputError):
@@ -99,7 +99,7 @@ def mutate(args: argparse.Namespace) -> int:
     webhook_policy = native.webhook if native is not None else policy
     out: list[Any] = []
     code = EXIT_OK
-    for doc in read(paths):
+    for doc in read(paths, Charts.found(tuple(args.chart_values), args.chart_namespace or args.namespace)):
         if isinstance(doc, InputError):
             print(f"ERROR {doc}", file=sys.stderr)
             code = EXIT_INPUT
