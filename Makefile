@@ -108,7 +108,7 @@ bench: venv bench-tools compiled
 	$(PY) -m bench $(BENCH_ARGS)
 
 # What each enforcement mode costs a pod create in a REAL kube-apiserver v1.36 (bench/native.py;
-# skipped, and said so, where ../shared/tools/kube-apiserver-136.sh has not built one).
+# skipped, and said so, without kube-apiserver and etcd v1.36 in $KUBE136_BIN: tests/realapi.py).
 bench-native: venv helm
 	$(PY) -m bench.native $(BENCH_ARGS)
 

@@ -10,7 +10,7 @@ Why here and not in a test: a loaded machine's noise is larger than the differen
 the webhooks at +0.8 ms and the MAP at +4.7 ms, another the opposite). So the configurations take
 turns, round after round, and the report is the median of each one's per-round medians, as
 `make bench` reports only ratios from one run. Skipped (exit 0, said so) where the real API server
-is not built (../shared/tools/kube-apiserver-136.sh).
+is not in $KUBE136_BIN (tests/realapi.py).
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(RESULTS / "native-latest.json"))
     args = p.parse_args(argv)
     if not available():
-        print("bench-native: no real kube-apiserver here (../shared/tools/kube-apiserver-136.sh builds one): skipped")
+        print("bench-native: no real kube-apiserver here (kube-apiserver and etcd v1.36 in $KUBE136_BIN): skipped")
         return 0
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)

@@ -1,6 +1,7 @@
 """A REAL kube-apiserver v1.36 with its etcd, on loopback, for tests/test_real_apiserver.py and
-`make bench-native` (both run it only where ../shared/tools/kube-apiserver-136.sh has built it:
-/tmp/kube136, or $KUBE136_BIN).
+`make bench-native`, run only where one is found: kube-apiserver and etcd binaries in $KUBE136_BIN
+(default /tmp/kube136/kube/bin), e.g. `make WHAT=cmd/kube-apiserver` in a kubernetes v1.36.2
+checkout and an etcd v3.6 release (`SKIP` says so where they are absent).
 
 Started as a control plane runs it for admission: RBAC, a static admin token, every admission
 plugin on except ServiceAccount (no controller manager creates the default account), and
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 BIN = Path(os.environ.get("KUBE136_BIN", "/tmp/kube136/kube/bin"))
+SKIP = f"no real kube-apiserver here: kube-apiserver and etcd v1.36 in $KUBE136_BIN ({BIN}; tests/realapi.py)"
 TOKEN = "gpu-policy-test-admin-token"
 PLURALS = {
     "MutatingAdmissionPolicy": "mutatingadmissionpolicies",

@@ -1,5 +1,5 @@
-"""Issue 32 against a REAL kube-apiserver v1.36 (built by ../shared/tools/kube-apiserver-136.sh into
-/tmp/kube136, or $KUBE136_BIN; tests/realapi.py starts it; skipped where it is absent): the default
+"""Issue 32 against a REAL kube-apiserver v1.36 (binaries in $KUBE136_BIN, see
+tests/realapi.py; tests/realapi.py starts it; skipped where it is absent): the default
 chart's two webhooks, as rendered by helm, registered with the API server and pointed at the real
 server process on loopback; pods created with dryRun=All, so the API server runs its own defaulting
 and validation, our mutating webhook (its patch applied by the API server), then our validating
@@ -36,11 +36,9 @@ import pytest
 
 from tests.chart import render
 from tests.helpers import Server
-from tests.realapi import RealApi, available, running, webhook_configs
+from tests.realapi import SKIP, RealApi, available, running, webhook_configs
 
-pytestmark = pytest.mark.skipif(
-    not available(), reason="no real kube-apiserver here (../shared/tools/kube-apiserver-136.sh builds one)"
-)
+pytestmark = pytest.mark.skipif(not available(), reason=SKIP)
 CUDA = "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"
 
 

@@ -18,12 +18,10 @@ from pathlib import Path
 import pytest
 
 from tests.chart import render
-from tests.realapi import RealApi, available, free_port, running, webhook_configs
+from tests.realapi import SKIP, RealApi, available, free_port, running, webhook_configs
 from tests.test_corpus_harm import pods
 
-pytestmark = pytest.mark.skipif(
-    not available(), reason="no real kube-apiserver here (../shared/tools/kube-apiserver-136.sh builds one)"
-)
+pytestmark = pytest.mark.skipif(not available(), reason=SKIP)
 NATIVE = (
     "MutatingAdmissionPolicy",
     "MutatingAdmissionPolicyBinding",

@@ -16,13 +16,11 @@ from typing import Any
 import pytest
 
 from tests.helpers import Server
-from tests.realapi import TOKEN, RealApi, available
+from tests.realapi import SKIP, TOKEN, RealApi, available
 from tests.test_real_apiserver import c, nvd, pod, real_api, webhooks
 from webhook.config.defaults import JSON_ESCAPE, MAX_REQUEST_BYTES, REVIEW_ENVELOPE
 
-pytestmark = pytest.mark.skipif(
-    not available(), reason="no real kube-apiserver here (../shared/tools/kube-apiserver-136.sh builds one)"
-)
+pytestmark = pytest.mark.skipif(not available(), reason=SKIP)
 __all__ = ["real_api", "webhooks"]  # the fixtures, shared with tests/test_real_apiserver.py
 
 

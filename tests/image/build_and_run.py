@@ -266,6 +266,8 @@ def main() -> int:
             "gpu-policy",
             "--days",
             "1",
+            "--host",
+            "127.0.0.1",  # helm test's probe, run here against the loopback port
             env=None,
         )
         os.chmod(extra / "tls" / "tls.key", 0o444)  # the chart's Secret volume: readable by the pod's group
@@ -333,6 +335,18 @@ def main() -> int:
         for rule in ("gpu-quantity", "no-visible-devices-env", "no-privileged-gpu"):
             assert rule in message, message
         report.append("README review over verified TLS (service DNS name, CA bundle): denied 403, the README's rules")
+        # helm test's pod, as the chart renders it (the image's own `gpu-policy probe`), with the
+        # Service's URL pointed at the loopback port and the CA where this test mounts it.
+        (probe,) = docs["Pod"]["spec"]["containers"]
+        args = [
+            f"--url=https://127.0.0.1:{port}" if a.startswith("--url=") else "--ca=/etc/gpu-policy/tls/ca.crt"
+            if a.startswith("--ca=") else a
+            for a in probe["args"]
+        ]  # fmt: skip
+        assert probe["image"] == IMAGE and args[0] == "probe", probe
+        out = in_image(root, extra, "/venv/bin/gpu-policy", *args)
+        assert isinstance(out, str) and out.startswith("rc=0") and "a privileged GPU pod is denied" in out, out
+        report.append("helm test's probe from the chart's own image: /readyz 200 and the privileged GPU pod denied")
 
         t = time.monotonic()
         # The server is unshare's child (sh and chroot exec into it): signal it, as the kubelet

@@ -11,7 +11,7 @@ from .. import core_build, package_version
 from ..config import ConfigError
 from ..offline.reports import EXIT_INPUT
 from ..serve import logs
-from . import certs, cluster, offline, serve
+from . import certs, cluster, offline, probe, serve
 
 
 class _Help(argparse.RawDescriptionHelpFormatter):
@@ -68,6 +68,13 @@ VERIFY = _epilog(
     "  0  every check passed (skips and infos included)\n"
     "  1  a check failed\n"
     "  2  could not run: no cluster, no GPU nodes, no rights",
+)
+PROBE = _epilog(
+    "  gpu-policy probe --url https://gpu-policy.gpu-policy.svc:443 --ca /ca/ca.crt   # what helm test runs\n"
+    "  gpu-policy probe --url https://127.0.0.1:8443 --ca certs/dev/ca.crt --expect warned",
+    "  0  ready, and the privileged GPU pod answered as expected\n"
+    "  1  not ready, unreachable, or another answer\n"
+    "  2  the CA cannot be read",
 )
 CERTS = _epilog(
     "  gpu-policy certs --out certs/dev --host localhost --host 127.0.0.1 --days 30",
@@ -250,6 +257,19 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("--keep", action="store_true", help="leave the probes for inspection")
     _cluster_flags(v)
     v.set_defaults(func=cluster.verify)
+
+    pr = command("probe", "check a running webhook over verified TLS: /readyz, and a privileged GPU pod", PROBE)
+    pr.add_argument("--url", required=True, help="the webhook's base URL, e.g. https://gpu-policy.gpu-policy.svc:443")
+    pr.add_argument("--ca", required=True, help="the CA that signed its serving certificate (PEM file)")
+    pr.add_argument(
+        "--expect",
+        choices=("denied", "warned"),
+        default="denied",
+        help="what the policy must answer: denied, or warned (rollout audit)",
+    )
+    pr.add_argument("-n", "--namespace", default="gpu-policy-probe", help="the namespace the pod claims")
+    pr.add_argument("--timeout", type=float, default=10.0, help="seconds per request")
+    pr.set_defaults(func=probe.command)
 
     cert = command("certs", "write a CA and a serving certificate for the webhook Service", CERTS)
     cert.add_argument("--out", required=True, help="folder for ca.crt, ca.key, tls.crt, tls.key")
