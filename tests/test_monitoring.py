@@ -80,7 +80,7 @@ def test_alerts_and_dashboard_use_only_real_metrics(start_server: Callable[..., 
         ]
     )
     panels = {p["title"]: [t["expr"] for t in p["targets"]] for p in dashboard["panels"]}
-    assert len(alerts) == 7 and len(panels) >= 6
+    assert len(alerts) == 8 and len(panels) >= 8
     monitor = find(docs, "ServiceMonitor")
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
     service_ports = {p["name"] for p in find(docs, "Service")["spec"]["ports"]}
@@ -143,3 +143,32 @@ def test_readme_metrics_table_is_the_real_exposition(start_server: Callable[...,
     real = {re.sub(r"_(bucket|sum|count|created)$", "", n) for n in exposed(server)}
     ours = {n for n in real if n.startswith("gpu_policy_")}
     assert documented == ours, documented ^ ours
+
+
+def test_violations_by_namespace_are_bounded_and_say_what_enforcing_would_refuse(
+    start_server: Callable[..., Server],
+) -> None:
+    """Issue 50, item 5: under rollout audit a privileged GPU pod in 105 namespaces, one each, and
+    two more in team-a: the first 100 namespaces get series of their own (team-a counts 3), the
+    last five fold into `_other`; no-privileged-gpu counts as `held` (what enforcing refuses), once
+    per violation, never also as warn or audit."""
+    from webhook.serve.metrics import NAMESPACES
+
+    server = start_server({"clusterVersion": "1.30", "rollout": "audit"})
+    client = server.client()
+    try:
+        for ns in ["team-a", *(f"ns-{i:03d}" for i in range(NAMESPACES + 4)), "team-a", "team-a"]:
+            client.validate(pod(container("t", gpu=1, privileged=True), namespace=ns))
+    finally:
+        client.close()
+    text = server.scrape()
+    series = [
+        (labels["namespace"], labels["rule"], labels["mode"], n)
+        for body, n in re.findall(r"^gpu_policy_namespace_violations_total\{([^}]*)\} (\S+)$", text, re.M)
+        for labels in [dict(re.findall(r'(\w+)="([^"]*)"', body))]
+    ]
+    held = {ns: float(n) for ns, rule, mode, n in series if rule == "no-privileged-gpu" and mode == "held"}
+    assert held["team-a"] == 3.0 and held["_other"] == 5.0, held
+    assert len({ns for ns, _, _, _ in series}) == NAMESPACES + 1
+    assert not [s for s in series if s[1] == "no-privileged-gpu" and s[2] != "held"]
+    assert 'gpu_policy_violations_total{mode="held",rule="no-privileged-gpu"} 107.0' in text

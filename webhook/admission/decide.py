@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 from ..policy import Mode, Policy, ShapeError, Verdict, Violation, engine
 from ..policy.engine import clip
@@ -78,8 +78,24 @@ class Outcome:
 
     def counted(self) -> list[tuple[str, str]]:
         """(rule, mode) per violation, for metrics. The mode as it is: a StrEnum is its value
-        (`.value` would run Enum's Python-level property, once per violation)."""
-        return [(v.rule, mode) for mode, found in self.verdict.by_mode.items() for v in found]
+        (`.value` would run Enum's Python-level property, once per violation). A violation rollout
+        audit holds back from denying (filed under warn and audit alike: engine.file_under) is
+        counted once, as HELD: what enforcing would refuse."""
+        by_mode = self.verdict.by_mode
+        audited = by_mode.get(Mode.AUDIT)
+        if not audited or Mode.WARN not in by_mode:
+            return [(v.rule, mode) for mode, found in by_mode.items() for v in found]
+        held = {id(v) for v in audited} & {id(v) for v in by_mode[Mode.WARN]}
+        return [
+            (v.rule, HELD if id(v) in held else mode)
+            for mode, found in by_mode.items()
+            for v in found
+            if not (mode is Mode.AUDIT and id(v) in held)
+        ]
+
+
+# The metrics' mode for a deny that rollout audit holds back (warned and audited instead).
+HELD: Final = "held"
 
 
 def _skipped(reason: str) -> Outcome:

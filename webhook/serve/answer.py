@@ -95,7 +95,7 @@ class ReviewHandler:
         else:
             seconds = time.perf_counter() - started
             found = outcome.counted()
-            self.metrics.observe(name, outcome.decision, seconds, found)
+            self.metrics.observe(name, outcome.decision, seconds, found, req.namespace)
             # The fields are built only for a line that is written (the level is checked first).
             level = logging.INFO if outcome.decision in _NOTEWORTHY or outcome.warnings else logging.DEBUG
             if logs.REVIEW.isEnabledFor(level):

@@ -21,6 +21,12 @@ from prometheus_client.registry import Collector
 from .. import package_version
 
 VIEW_RESOURCES = ("nodes", "deviceclasses", "resourceclaims", "resourceclaimtemplates")
+# gpu_policy_namespace_violations: the first this many namespaces with a violation get series of
+# their own; the rest are counted under OTHER. Series are never dropped or moved (a counter that
+# moved between labels would read as a reset), so per worker the cardinality is at most
+# (NAMESPACES + 1) x rules x modes, whatever the cluster holds.
+NAMESPACES = 100
+OTHER = "_other"
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
 
@@ -31,6 +37,8 @@ class Metrics(Collector):
     def __init__(self) -> None:
         self.reviews: defaultdict[tuple[str, str], int] = defaultdict(int)
         self.violations: defaultdict[tuple[str, str], int] = defaultdict(int)
+        self.by_namespace: defaultdict[tuple[str, str, str], int] = defaultdict(int)
+        self.namespaces: set[str] = set()  # those with series of their own (NAMESPACES at most)
         # Per webhook: a count per bucket (non-cumulative, +Inf last) and the sum of seconds.
         self.latency: dict[str, list[float]] = {}
         self.cert_reloads = 0
@@ -52,6 +60,7 @@ class Metrics(Collector):
         return {
             "reviews": [[*k, n] for k, n in self.reviews.items()],
             "violations": [[*k, n] for k, n in self.violations.items()],
+            "by_namespace": [[*k, n] for k, n in self.by_namespace.items()],
             "latency": self.latency,
             "cert_reloads": self.cert_reloads,
             "config_reloads": dict(self.config_reloads),
@@ -74,6 +83,8 @@ class Metrics(Collector):
                 out.reviews[(webhook, decision)] += n
             for rule, mode, n in snap["violations"]:
                 out.violations[(rule, mode)] += n
+            for namespace, rule, mode, n in snap.get("by_namespace", []):
+                out.by_namespace[(namespace, rule, mode)] += n
             for webhook, hist in snap["latency"].items():
                 mine = out.latency.setdefault(webhook, [0.0] * len(hist))
                 for i, value in enumerate(hist):
@@ -95,15 +106,26 @@ class Metrics(Collector):
             out.cert_not_after = lambda: earliest
         return out
 
-    def observe(self, webhook: str, decision: str, seconds: float, violations: list[tuple[str, str]]) -> None:
+    def observe(
+        self, webhook: str, decision: str, seconds: float, violations: list[tuple[str, str]], namespace: str = ""
+    ) -> None:
         self.reviews[(webhook, decision)] += 1
         hist = self.latency.get(webhook)
         if hist is None:
             hist = self.latency[webhook] = [0.0] * (len(BUCKETS) + 2)
         hist[bisect_left(BUCKETS, seconds)] += 1
         hist[-1] += seconds
+        if not violations:
+            return
         for key in violations:
             self.violations[key] += 1
+        if namespace not in self.namespaces:
+            if len(self.namespaces) < NAMESPACES:
+                self.namespaces.add(namespace)
+            else:
+                namespace = OTHER
+        for rule, mode in violations:
+            self.by_namespace[(namespace, rule, mode)] += 1
 
     def count_reload(self) -> None:
         self.cert_reloads += 1
@@ -126,6 +148,15 @@ class Metrics(Collector):
         for (rule, mode), n in sorted(self.violations.items()):
             violations.add_metric([rule, mode], n)
         yield violations
+        by_namespace = CounterMetricFamily(
+            "gpu_policy_namespace_violations",
+            "Rule violations by namespace (the first 100 seen; the rest as _other), rule and mode "
+            "(held: a deny that rollout audit holds back, what enforcing would refuse).",
+            labels=["namespace", "rule", "mode"],
+        )
+        for (namespace, rule, mode), n in sorted(self.by_namespace.items()):
+            by_namespace.add_metric([namespace, rule, mode], n)
+        yield by_namespace
         latency = HistogramMetricFamily(
             "gpu_policy_review_seconds",
             "Time from a complete request body to a serialised response.",
