@@ -14,6 +14,7 @@ import copy
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -135,3 +136,45 @@ def test_audit_rollout_refuses_nothing_during_an_outage_and_enforce_does(
         finally:
             for path in reversed(created):
                 real_api.call("DELETE", path)
+
+
+def test_an_exception_in_force_is_honoured_by_the_policies_and_one_expired_is_not(
+    real_api: RealApi, tmp_path: Path
+) -> None:
+    """Issue 50, item 3, in the real API server, with no webhook at all: the rules' policies as the
+    chart renders them with two exceptions for no-privileged-gpu in `ml`, one in force (pods
+    labelled app=trainer) and one expired (app=old). The trainer is created; the old one and an
+    unlabelled one are refused by the deny policy."""
+    exceptions = [
+        {"name": n, "namespace": "ml", "rules": ["no-privileged-gpu"], "owner": "team-ml", "reason": "r",
+         "expires": d, "podLabels": {"app": app}}
+        for n, d, app in (("trainer", "2099-01-31", "trainer"), ("old", "2020-01-31", "old"))
+    ]  # fmt: skip
+    docs = render({"enforcement": "both", "policy": {"exceptions": exceptions}}, kube_version="1.36.0", tmp=tmp_path)
+    assert isinstance(docs, list)
+    created = real_api.create_all(docs, ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"))
+
+    def privileged(app: str | None) -> dict[str, Any]:
+        meta: dict[str, Any] = {"generateName": "exc-", "namespace": "ml"}
+        if app:
+            meta["labels"] = {"app": app}
+        container = {"name": "t", "image": "x", "securityContext": {"privileged": True},
+                     "resources": {"limits": {"nvidia.com/gpu": 1}}}  # fmt: skip
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": [container]}}
+
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # the policies take effect within a second or two
+            code, body, _ = real_api.create_pod(privileged(None))
+            if code == 403:
+                break
+            assert time.monotonic() < deadline, (code, body.get("message"))
+            time.sleep(0.5)
+        said = {app: real_api.create_pod(privileged(app))[:2] for app in ("trainer", "old")}
+        assert said["trainer"][0] == 201, said["trainer"][1].get("message")
+        assert said["old"][0] == 403 and "no-privileged-gpu" in said["old"][1]["message"]
+        SAID["exceptions"] = f"in force 201, expired {said['old'][0]}, unlabelled {code}"
+        print(f"FIGURE real API server, exceptions: {SAID['exceptions']}")
+    finally:
+        for path in reversed(created):
+            real_api.call("DELETE", path)

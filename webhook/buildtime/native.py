@@ -273,9 +273,12 @@ def _rules() -> str:
                     lines += [f"- name: {prefix}{name}", f"  expression: {block(text, root)}"]
             lines += ["{{- end -}}", f'{{{{- define "gpu-policy.nativeValidations.{r.id}.{root.name}" -}}}}']
             lines.append("{{- $p := .Values.policy -}}")
+            guard = f'{{{{ include "gpu-policy.excepted" (list . "{r.id}" "{root.cel}.metadata") }}}}'
             for check in twin.checks:
+                # The exceptions in force for this rule (engine.excepted), rendered by the chart.
+                expression = helm(rooted(scoped(r.id, twin.variables, check.expression, mine), root))
                 lines += [
-                    f"- expression: {block(check.expression, root)}",
+                    f"- expression: {_block(guard + '(' + expression + ')', 6)}",
                     f"  messageExpression: {block(check.message, root)}",
                     "  reason: Forbidden",
                 ]

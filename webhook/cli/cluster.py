@@ -20,7 +20,8 @@ from ..cluster.audit import Audit, apply_reports, policy_reports, reports_served
 from ..cluster.client import ClusterError
 from ..offline.reports import EXIT_DENIED, EXIT_INPUT, EXIT_OK
 from ..policy import Mode, Policy, watches_namespaces
-from ..policy.engine import DENY_PREFIX
+from ..policy.engine import DENY_PREFIX, exception_states, today
+from ..policy.types import PolicyException
 from .settings import chart_view, from_args
 
 
@@ -73,11 +74,13 @@ def audit(args: argparse.Namespace) -> int:
     except ClusterError as exc:
         print(f"gpu-policy audit: {exc}", file=sys.stderr)
         return EXIT_INPUT
+    states = exception_states(policy, today())
     if args.output == "json":
-        json.dump(audit_dict(result), sys.stdout, indent=2)
+        json.dump({**audit_dict(result), "exceptions": exceptions_dict(states)}, sys.stdout, indent=2)
         print()
     elif args.report_file != "-":
         write_text(result, args.limit)
+        write_exceptions(states)
     if result.denied() or (args.strict and result.would_deny()):
         return EXIT_DENIED
     return EXIT_OK
@@ -113,6 +116,39 @@ def audit_dict(result: Audit) -> dict[str, Any]:
             "deniedIfEnforced": len(result.would_deny()),
         },
     }
+
+
+def exceptions_dict(states: list[tuple[PolicyException, str, int]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": e.name,
+            "namespace": e.namespace,
+            "rules": sorted(e.rules),
+            "podLabels": dict(e.pod_labels),
+            "owner": e.owner,
+            "reason": e.reason,
+            "expires": e.expires,
+            "state": state,
+            "days": days,
+        }
+        for e, state, days in states
+    ]
+
+
+def write_exceptions(states: list[tuple[PolicyException, str, int]]) -> None:
+    """The configured exceptions, expired and expiring first: who to ask, about what, by when."""
+    for e, state, days in states:
+        when = (
+            f"expired {days} day(s) ago ({e.expires})"
+            if state == "expired"
+            else f"expires in {days} day(s) ({e.expires})"
+        )
+        labels = ",".join(f"{k}={v}" for k, v in e.pod_labels)
+        print(
+            f"EXCEPTION {state.upper():<8} {e.name} in {e.namespace}{' (' + labels + ')' if labels else ''}: "
+            f"{', '.join(sorted(e.rules))}; {when}; owner {e.owner}: {e.reason}",
+            file=sys.stdout,
+        )
 
 
 def write_text(result: Audit, limit: int) -> None:

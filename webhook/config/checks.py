@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..policy.templates import Shape, Templates, parse_path
+from ..policy.types import PolicyException
 
 VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.\d+)?")
 
@@ -20,6 +21,8 @@ LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z
 
 
 NAMESPACE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# A date; a YAML date Helm passes on as a timestamp at midnight UTC means the same day.
+DATE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}(T00:00:00Z)?$")
 
 
 SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
@@ -149,3 +152,80 @@ def custom_resources(value: list[Any], problems: list[str]) -> dict[tuple[str, s
                 containers=found.get("containers", ()),
             )
     return out
+
+
+EXCEPTION_KEYS = ("name", "namespace", "rules", "owner", "reason", "expires", "podLabels")
+
+
+def exceptions(value: list[Any], rule_ids: frozenset[str], problems: list[str]) -> tuple[PolicyException, ...]:
+    """`exceptions`, each named by its index and key when wrong: an exception nobody can read the
+    owner or the end of is no exception at all."""
+    import datetime
+
+    out: list[PolicyException] = []
+    names: set[str] = set()
+    for i, e in enumerate(value):
+        where = f"exceptions[{i}]"
+        if not isinstance(e, Mapping):
+            problems.append(f"{where}: must be {{name, namespace, rules, owner, reason, expires}}, got {kind_of(e)}")
+            continue
+        found = len(problems)
+        for key in sorted(set(e) - set(EXCEPTION_KEYS)):
+            problems.append(f"{where}.{key}: unknown key (keys: {', '.join(EXCEPTION_KEYS)})")
+        for key in EXCEPTION_KEYS[:6]:
+            if key not in e:
+                problems.append(f"{where}.{key}: is required (an exception says what, where, who and until when)")
+        for key in ("name", "namespace"):
+            if isinstance(e.get(key), str) and not NAMESPACE_NAME.fullmatch(e[key]):
+                problems.append(f"{where}.{key}: {e[key]!r} is not a name (lower case letters, digits and -)")
+            elif key in e and not isinstance(e.get(key), str):
+                problems.append(f"{where}.{key}: must be a string, got {kind_of(e[key])}")
+        rules = e.get("rules")
+        if "rules" in e and (not isinstance(rules, list) or not rules):
+            problems.append(f"{where}.rules: must be a non-empty list of rule ids, got {kind_of(rules)}")
+        elif isinstance(rules, list):
+            for j, r in enumerate(rules):
+                if r not in rule_ids:
+                    close = difflib.get_close_matches(str(r), sorted(rule_ids), 1)
+                    hint = f" (did you mean {close[0]}?)" if close else ""
+                    problems.append(f"{where}.rules[{j}]: {r!r} is not a rule id{hint}")
+        for key in ("owner", "reason"):
+            if key in e and (not isinstance(e[key], str) or not e[key].strip()):
+                problems.append(f"{where}.{key}: must be a non-empty string, got {kind_of(e[key])}")
+        expires = e.get("expires")
+        if isinstance(expires, datetime.date):  # unquoted in YAML: the same day
+            expires = expires.isoformat()[:10]
+        if "expires" in e:
+            try:
+                if not isinstance(expires, str) or not DATE.fullmatch(expires):
+                    raise ValueError
+                expires = expires[:10]
+                datetime.date.fromisoformat(expires)
+            except ValueError:
+                problems.append(
+                    f"{where}.expires: must be a date YYYY-MM-DD (the last day it applies, UTC), got {expires!r}"
+                )
+        labels = e.get("podLabels", {})
+        if not isinstance(labels, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
+        ):
+            problems.append(f"{where}.podLabels: must be a mapping of label keys to values, got {kind_of(labels)}")
+            labels = {}
+        name = e.get("name")
+        if isinstance(name, str) and name in names:
+            problems.append(f"{where}.name: {name!r} is used by another exception (names must be unique)")
+        if isinstance(name, str):
+            names.add(name)
+        if len(problems) == found:
+            out.append(
+                PolicyException(
+                    name=e["name"],
+                    namespace=e["namespace"],
+                    rules=frozenset(e["rules"]),
+                    owner=e["owner"].strip(),
+                    reason=e["reason"].strip(),
+                    expires=str(expires),
+                    pod_labels=tuple(sorted(labels.items())),
+                )
+            )
+    return tuple(out)

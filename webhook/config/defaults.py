@@ -67,6 +67,9 @@ DEFAULTS: dict[str, Any] = {
     ],
     "exemptServiceAccounts": [],
     "exemptUsernames": [],
+    # Exceptions with an owner and an end: named rules not applied in a namespace (to the pods
+    # with some labels) until a date; {name, namespace, rules, owner, reason, expires, podLabels}.
+    "exceptions": [],
     "nodeAgentImages": list(NVIDIA.agent_images),
     "gpuNodeLabels": list(NVIDIA.node_labels),
     "gpuRuntimeClasses": list(NVIDIA.runtime_classes),
@@ -170,6 +173,9 @@ COMMENTS: dict[str, str] = {
     "integrations.xgpu.enabled": "CCE xGPU: gpu-mem.128Mi, gpu-core.percentage (steps of 5), no mix with the GPU",
     "exemptNamespaces": "allowed untouched, never mutated",
     "exemptServiceAccounts": "[namespace/name]: pods running as these service accounts are allowed untouched",
+    "exceptions": '[{name, namespace, rules: [rule ids], owner, reason, expires: "YYYY-MM-DD", podLabels: {}}]: '
+    "the rules named are not applied in the namespace (to pods with all podLabels) through expires (UTC); "
+    "after it they apply again, the message says so, and gpu-policy audit lists it",
     "exemptUsernames": "requests by these users (request.userInfo.username) are allowed untouched",
     "nodeAgentImages": "image prefixes of GPU node agents: voided non-exempt agents get a warning",
     "gpuNodeLabels": "node labels that mark GPU nodes, besides acceleratorNodeSelector.labelKey",

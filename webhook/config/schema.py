@@ -22,6 +22,7 @@ from functools import cache
 from typing import Any, Final
 
 from ..policy import RULE_IDS, Mode
+from . import checks
 from .checks import CR_KEYS, LABEL_KEY, NAMESPACE_NAME, OPERATORS, SUBDOMAIN, kind_of
 
 Schema = dict[str, Any]
@@ -106,6 +107,23 @@ def config_schema() -> Schema:
             "exemptNamespaces": _strings("a list of namespace names", NAMESPACE_NAME, "a namespace name", 63),
             "exemptServiceAccounts": _strings("a list of namespace/name", _SERVICE_ACCOUNT, "namespace/name"),
             "exemptUsernames": _strings(),
+            "exceptions": {
+                "type": "array",
+                "x-expect": "a list of {name, namespace, rules, owner, reason, expires, podLabels}",
+                "x-deeper": "settings",
+                "items": _object(
+                    {
+                        "name": {"type": "string", "pattern": NAMESPACE_NAME.pattern},
+                        "namespace": {"type": "string", "pattern": NAMESPACE_NAME.pattern},
+                        "rules": {"type": "array", "minItems": 1, "items": {"enum": sorted(RULE_IDS)}},
+                        "owner": {"type": "string", "minLength": 1},
+                        "reason": {"type": "string", "minLength": 1},
+                        "expires": {"type": "string", "pattern": checks.DATE.pattern},
+                        "podLabels": {"type": "object", "additionalProperties": {"type": "string"}},
+                    },
+                    required=["name", "namespace", "rules", "owner", "reason", "expires"],
+                ),
+            },
             "nodeAgentImages": _strings(),
             "gpuNodeLabels": _strings("a list of label keys", LABEL_KEY, "a valid label key"),
             "gpuRuntimeClasses": _strings(),

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from ..policy import DEFAULT_MODES, Mode, Policy
+from ..policy import DEFAULT_MODES, RULE_IDS, Mode, Policy
 from ..policy.rules.gpu_kinds_allowed import parse_kinds
 from ..policy.vendors import AMD, NVIDIA, OTHERS
 from . import checks, schema
@@ -309,6 +309,7 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], found: Found) -> Setti
         if problem:
             problems.append(f"gpuKindsAllowed: {problem}")
     custom = checks.custom_resources(c["customResources"], problems) if found.ok("customResources") else {}
+    excepted = checks.exceptions(c["exceptions"], frozenset(RULE_IDS), problems) if found.ok("exceptions") else ()
     own = c["webhookNamespace"] if c["webhookNamespace"] is not None else environ.get("POD_NAMESPACE")
     if own is not None and found.ok("webhookNamespace") and not checks.NAMESPACE_NAME.fullmatch(own):
         problems.append(f"webhookNamespace: {own!r} is not a namespace name (from POD_NAMESPACE)")
@@ -358,6 +359,7 @@ def _build(c: dict[str, Any], environ: Mapping[str, str], found: Found) -> Setti
         xgpu=integrations["xgpu"]["enabled"],
         exempt_namespaces=frozenset(exempt),
         exempt_service_accounts=frozenset(c["exemptServiceAccounts"]),
+        exceptions=excepted,
         exempt_usernames=frozenset(c["exemptUsernames"]),
         node_agent_images=tuple(agent_images),
         gpu_node_labels=tuple(node_labels),

@@ -32,8 +32,8 @@ from typing import Any, Final
 from ..admission import Outcome
 from ..admission.review import Request
 from ..policy import Mode, Policy, Violation
-from ..policy.cel import EXEMPTIONS, NO_CLAIMS, NOT_DELETING, REQUEST_EXEMPTIONS, ROOTS, rooted
-from ..policy.engine import DENY_PREFIX, WARN_PREFIX, file_under
+from ..policy.cel import EXEMPTIONS, NO_CLAIMS, NOT_DELETING, REQUEST_EXEMPTIONS, ROOTS, exception_guard, rooted
+from ..policy.engine import DENY_PREFIX, WARN_PREFIX, file_under, today
 from ..policy.quantity import QuantityError, parse_quantity
 from ..policy.rule import NativeMutation, ObjectRule, Rule
 from ..policy.rules.gpu_namespace_allowed import wanted
@@ -434,11 +434,15 @@ class ValidatingPolicy:
         def cel(text: str) -> str:
             return render(rooted(text, pod), policy, mode)
 
+        guard = exception_guard(rule.id, policy.exceptions, "object.metadata", today())
         return cls.compile(
             rule.id,
             [(n, cel(c)) for n, c in (*EXEMPTIONS, NO_CLAIMS)],
             [(n, cel(c)) for n, c in rule.native.variables],
-            [(cel(c.expression), cel(c.message)) for c in rule.native.checks],
+            [
+                (f"{guard}({cel(c.expression)})" if guard else cel(c.expression), cel(c.message))
+                for c in rule.native.checks
+            ],
         )
 
     def failures(

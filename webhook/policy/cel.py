@@ -24,7 +24,7 @@ from typing import Final
 
 from .gpus import AGENT_EXEMPTS, GKE_DEVICES, INSTANCE_TYPE, KAI_CONFIG_MAP, KAI_CONTAINER, KAI_FRACTION, KAI_MEMORY
 from .nvidia import NO_DEVICES, VISIBLE_DEVICES
-from .types import ContainerKind, Mode
+from .types import ContainerKind, Mode, PolicyException
 from .vendors import OTHER_DOMAINS
 
 # A rule's mode as its ValidatingAdmissionPolicyBinding's validationActions (off: not installed).
@@ -623,6 +623,27 @@ NO_CLAIMS: Final = ("no-dra-claims", f"!{CLAIMS}")
 # A template policy's extra condition: finalizers must be removable from anything being deleted
 # (decide.validate skips such updates too). It reads the controller's own metadata: not rooted.
 NOT_DELETING: Final = ("not-being-deleted", "!has(object.metadata.deletionTimestamp)")
+
+
+def exception_guard(rule: str, exceptions: Iterable[PolicyException], meta: str, today: str) -> str:
+    """engine.excepted in CEL, for a twin's validation of `rule`: "(E) || " where E is true for a
+    pod an exception in force excuses (its namespace, every podLabels pair on `meta`'s labels), or
+    "" when none names the rule. CEL has no clock: what is in force is decided when the policy is
+    rendered (`today`), so an exception that expires later stays in the policy until the next
+    render; the webhook (the backup in enforcement both) and `gpu-policy audit` know the date.
+    The chart's gpu-policy.excepted helper writes the same text."""
+    terms = []
+    for e in exceptions:
+        if rule not in e.rules or e.expires < today:
+            continue
+        term = f"request.namespace == {lit(e.namespace)}"
+        for key, value in e.pod_labels:
+            term += (
+                f" && has({meta}) && has({meta}.labels) && {lit(key)} in {meta}.labels && "
+                f"{meta}.labels[{lit(key)}] == {lit(value)}"
+            )
+        terms.append(f"({term})")
+    return f"({' || '.join(terms)}) || " if terms else ""
 
 
 # What `rooted` fills in from the root, not from the chart's values.

@@ -6,6 +6,7 @@ functions for the server and the offline CLI alike.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection
 from dataclasses import dataclass, replace
 from typing import Any, Final
@@ -19,7 +20,7 @@ from .registry import MUTATIONS, OBJECT_RULES, RULES, check_pod
 from .rule import SWITCHES, ObjectRule, Rule
 from .shapes import ShapeError
 from .switches import RulesOn
-from .types import MAX_WARNING, Changes, Mode, Plan, Policy, Violation
+from .types import MAX_WARNING, Changes, Mode, Plan, Policy, PolicyException, Violation
 
 ALL_RULES: Final[tuple[Rule | ObjectRule, ...]] = (*RULES, *OBJECT_RULES)
 RULE_IDS: Final[tuple[str, ...]] = tuple(r.id for r in ALL_RULES)
@@ -194,11 +195,76 @@ def find_violations(obj: Any, group: str, kind: str, policy: Policy, namespace: 
         return [v for r in object_rules if policy.mode(r.id) is not Mode.OFF for v in r.check(obj, policy)]
     if kind == "Pod" and not group:
         pod = build_pod_view(obj, policy, namespace)
-        return [] if exempt(pod, policy) else pod_violations(pod, policy)
+        if exempt(pod, policy):
+            return []
+        found = pod_violations(pod, policy)
+        return excepted(found, pod, policy, today()) if policy.exceptions and found else found
     pods = pod_views(obj, group, kind, policy, namespace)
     if pods is None:
         return None
+    if policy.exceptions:
+        day = today()
+        return [
+            v
+            for pod in pods
+            if not exempt(pod, policy)
+            for v in excepted(pod_violations(pod, policy), pod, policy, day)
+        ]
     return [v for pod in pods if not exempt(pod, policy) for v in pod_violations(pod, policy)]
+
+
+def today() -> str:
+    """The UTC date, "YYYY-MM-DD": what an exception's `expires` is compared with (read once per
+    request, and only where exceptions are configured)."""
+    return time.strftime("%Y-%m-%d", time.gmtime())
+
+
+# `gpu-policy audit` calls an exception expiring this many days ahead.
+EXPIRING_DAYS: Final = 14
+
+
+def exception_states(policy: Policy, day: str) -> list[tuple[PolicyException, str, int]]:
+    """Each configured exception with its state on `day`: ("expired", days since its last day),
+    ("expiring", days left, at most EXPIRING_DAYS), or ("active", days left); expired first."""
+    import datetime
+
+    now = datetime.date.fromisoformat(day)
+    out = []
+    for e in policy.exceptions:
+        left = (datetime.date.fromisoformat(e.expires) - now).days
+        state = "expired" if left < 0 else "expiring" if left <= EXPIRING_DAYS else "active"
+        out.append((e, state, -left if left < 0 else left))
+    order = {"expired": 0, "expiring": 1, "active": 2}
+    return sorted(out, key=lambda t: (order[t[1]], t[0].expires, t[0].name))
+
+
+def excepted(found: list[Violation], pod: PodView, policy: Policy, day: str) -> list[Violation]:
+    """`found` without what an exception in force excuses (its rule, the pod's namespace, every
+    podLabels pair; in force through its `expires` day, UTC). A violation only an expired
+    exception covered stands, and its fix says which exception ended when, and who owns it: the
+    team learns why a pod admitted yesterday is refused today."""
+    labels = pod.raw_labels if isinstance(pod.raw_labels, dict) else {}
+    out = []
+    for v in found:
+        covering = [e for e in policy.exceptions if e.covers(v.rule, pod.namespace, labels)]
+        if not covering:
+            out.append(v)
+        elif not any(day <= e.expires for e in covering):
+            e = max(covering, key=lambda x: x.expires)
+            out.append(
+                Violation(
+                    v.rule,
+                    v.path,
+                    v.detail,
+                    f"the exception {e.name!r} (owner {e.owner}) expired on {e.expires}, so {v.rule} applies "
+                    f"again: renew it in exceptions, or {v.fix}",
+                    v.container,
+                    v.container_kind,
+                    v.value,
+                    v.scope,
+                )
+            )
+    return out
 
 
 @dataclass(slots=True, init=False)

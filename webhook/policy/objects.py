@@ -86,6 +86,9 @@ class PodView:
     # The pod (template) opts out of HAMi's webhook (label hami.io/webhook: ignore): HAMi will add
     # no device resource beside a companion one, so a companion alone gets no GPU from a plugin.
     hami_opt_out: bool
+    # metadata.labels as given: read only where a config exception names podLabels (engine.excepted),
+    # which checks its shape; the walk never pays for them.
+    raw_labels: Any
     _host_paths: tuple[HostPath, ...] | None
     preflight: Any  # webhook.policy.preflight's analysis, computed once for its three rules
 
@@ -116,6 +119,7 @@ class PodView:
         job_path: str = "",
         job_deadline: bool = False,
         hami_opt_out: bool = False,
+        raw_labels: Any = None,
     ) -> None:
         self.path = path
         self.meta_path = meta_path
@@ -142,6 +146,7 @@ class PodView:
         self.job_path = job_path
         self.job_deadline = job_deadline
         self.hami_opt_out = hami_opt_out
+        self.raw_labels = raw_labels
         self._host_paths = None
         self.preflight = None
 
@@ -348,6 +353,7 @@ def build_view(
         job_path=job_path,
         job_deadline=job_deadline,
         hami_opt_out=_hami_opt_out(metadata.get("labels")),
+        raw_labels=metadata.get("labels"),
     )
 
 

@@ -179,6 +179,7 @@ class Policy:
     exempt_namespaces: frozenset[str]
     exempt_service_accounts: frozenset[str]  # "namespace/name"
     exempt_usernames: frozenset[str]
+    exceptions: tuple[PolicyException, ...]  # named rules excused per namespace, until a date
     node_agent_images: tuple[str, ...]  # image prefixes of GPU node agents
     gpu_node_labels: tuple[str, ...]  # node labels of GPU nodes, besides accelerator_label
     gpu_runtime_classes: frozenset[str]  # runtime classes that give a pod every GPU
@@ -237,6 +238,26 @@ class Policy:
         if key == "nodeAgentImages":
             return self.node_agent_images
         raise KeyError(key)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyException:
+    """Named rules not applied in one namespace (to the pods with every pod_labels pair) through
+    `expires`, a UTC date: an exception with an owner and an end (config `exceptions`). After the
+    date it stops applying, and the message of what it excused says so (engine.excepted)."""
+
+    name: str
+    namespace: str
+    rules: frozenset[str]
+    owner: str
+    reason: str
+    expires: str  # "YYYY-MM-DD": the last day it applies
+    pod_labels: tuple[tuple[str, str], ...] = ()
+
+    def covers(self, rule: str, namespace: str, labels: Mapping[str, str]) -> bool:
+        return (
+            rule in self.rules and namespace == self.namespace and all(labels.get(k) == v for k, v in self.pod_labels)
+        )
 
 
 # Violation and Changes are built on every request: an explicit __init__ is compiled to C by

@@ -197,3 +197,26 @@ every webhook and policy fails open. "true" or "". Enforcing later changes only 
 {{- $mode := index . 1 -}}
 {{- if and (eq $mode "deny") (include "gpu-policy.auditRollout" (index . 0)) }}Warn, Audit{{ else }}{{ include "gpu-policy.validationAction" $mode }}{{ end -}}
 {{- end -}}
+
+{{/*
+webhook.policy.cel.exception_guard in Helm: for a twin's validation of a rule (the context: list
+$ rule-id metadata-CEL), "(E) || " where E is true for a pod that an exception in force excuses
+(policy.exceptions: its namespace, every podLabels pair), or "". CEL has no clock: an exception is
+in force when the chart is rendered through its expires day (UTC); one that expires later stays in
+the policy until the next render (the webhook, and gpu-policy audit, know the date).
+*/}}
+{{- define "gpu-policy.excepted" -}}
+{{- $ctx := index . 0 -}}{{- $rule := index . 1 -}}{{- $meta := index . 2 -}}
+{{- $today := now | date "2006-01-02" -}}
+{{- $terms := list -}}
+{{- range $e := ($ctx.Values.policy.exceptions | default list) -}}
+{{- if and (has $rule $e.rules) (ge (toString $e.expires | trunc 10) $today) -}}
+{{- $term := printf "request.namespace == %s" (toJson $e.namespace) -}}
+{{- range $k, $v := ($e.podLabels | default dict) -}}
+{{- $term = printf "%s && has(%s) && has(%s.labels) && %s in %s.labels && %s.labels[%s] == %s" $term $meta $meta (toJson $k) $meta $meta (toJson $k) (toJson $v) -}}
+{{- end -}}
+{{- $terms = append $terms (printf "(%s)" $term) -}}
+{{- end -}}
+{{- end -}}
+{{- if $terms }}({{ join " || " $terms }}) || {{ end -}}
+{{- end -}}
