@@ -81,6 +81,8 @@ def audit(args: argparse.Namespace) -> int:
     elif args.report_file != "-":
         write_text(result, args.limit)
         write_exceptions(states)
+    if args.exit_zero:  # a periodic job: what it found is in the reports, not in its exit status
+        return EXIT_OK
     if result.denied() or (args.strict and result.would_deny()):
         return EXIT_DENIED
     return EXIT_OK

@@ -145,7 +145,21 @@ class Finding:
     outcome: Outcome
 
     def violations(self) -> list[tuple[Mode, Violation]]:
-        return [(mode, v) for mode, found in self.outcome.verdict.by_mode.items() for v in found]
+        """(mode, violation) each once: a deny rollout audit holds back is filed under warn and
+        audit alike (engine.file_under) and is listed here as warn (held() names it)."""
+        held = self.held()
+        return [
+            (mode, v)
+            for mode, found in self.outcome.verdict.by_mode.items()
+            for v in found
+            if not (mode is Mode.AUDIT and id(v) in held)
+        ]
+
+    def held(self) -> set[int]:
+        """ids of the violations rollout audit holds back from denying: what enforcing refuses."""
+        by_mode = self.outcome.verdict.by_mode
+        audited, warned = by_mode.get(Mode.AUDIT), by_mode.get(Mode.WARN)
+        return {id(v) for v in audited} & {id(v) for v in warned} if audited and warned else set()
 
 
 @dataclass(slots=True)
@@ -236,17 +250,27 @@ _RESULT = {Mode.DENY: "fail", Mode.WARN: "warn", Mode.AUDIT: "warn"}
 _SEVERITY = {Mode.DENY: "high", Mode.WARN: "medium", Mode.AUDIT: "low"}
 
 
+# A report holds at most this many results (about 600 bytes each: well under etcd's 1.5 MiB per
+# object); its summary counts them all, and an annotation says how many were left out.
+MAX_RESULTS = 1000
+OMITTED = "gpu-policy.io/results-omitted"
+
+
 def policy_reports(audit: Audit, now: float | None = None) -> list[dict[str, Any]]:
     """One `wgpolicyk8s.io/v1alpha2` PolicyReport per namespace with judged objects: a result per
-    violation (fail: a deny rule; warn: warn and audit rules), passes counted in the summary."""
+    violation (fail: a deny rule, or one rollout audit holds back, as Kyverno's audit mode reports
+    it; warn: warn and audit rules), passes counted in the summary; at most MAX_RESULTS results
+    (the fails first), the rest counted in the summary and the OMITTED annotation."""
     seconds = int(now if now is not None else time.time())
     by_ns: dict[str, list[dict[str, Any]]] = defaultdict(list)
     summary: dict[str, dict[str, int]] = defaultdict(lambda: {"pass": 0, "fail": 0, "warn": 0, "error": 0, "skip": 0})
     for ns, n in audit.clean.items():
         summary[ns]["pass"] += n
     for f in audit.findings:
+        held = f.held()
         for mode, v in f.violations():
-            result = _RESULT[mode]
+            kept = id(v) in held
+            result = "fail" if kept else _RESULT[mode]
             summary[f.namespace][result] += 1
             by_ns[f.namespace].append(
                 {
@@ -254,12 +278,12 @@ def policy_reports(audit: Audit, now: float | None = None) -> list[dict[str, Any
                     "policy": "gpu-policy",
                     "rule": v.rule,
                     "result": result,
-                    "severity": _SEVERITY[mode],
+                    "severity": _SEVERITY[Mode.DENY if kept else mode],
                     "category": "GPU",
                     "scored": True,
                     "message": v.describe(),
                     "timestamp": {"seconds": seconds, "nanos": 0},
-                    "properties": {"mode": mode.value, "path": v.path},
+                    "properties": {"mode": "held" if kept else mode.value, "path": v.path},
                     "resources": [
                         {
                             "apiVersion": f.kind.api_version,
@@ -271,21 +295,28 @@ def policy_reports(audit: Audit, now: float | None = None) -> list[dict[str, Any
                     ],
                 }
             )
-    return [
-        {
-            "apiVersion": "wgpolicyk8s.io/v1alpha2",
-            "kind": "PolicyReport",
-            "metadata": {
-                "name": REPORT_NAME,
-                "namespace": ns,
-                "labels": {"app.kubernetes.io/managed-by": "gpu-policy"},
-            },
-            "summary": summary[ns],
-            "results": by_ns.get(ns, []),
+    out = []
+    for ns in sorted(set(summary) | set(by_ns)):
+        if not ns:
+            continue
+        results = sorted(by_ns.get(ns, []), key=lambda r: r["result"] != "fail")  # stable: fails first
+        metadata: dict[str, Any] = {
+            "name": REPORT_NAME,
+            "namespace": ns,
+            "labels": {"app.kubernetes.io/managed-by": "gpu-policy"},
         }
-        for ns in sorted(set(summary) | set(by_ns))
-        if ns
-    ]
+        if len(results) > MAX_RESULTS:
+            metadata["annotations"] = {OMITTED: str(len(results) - MAX_RESULTS)}
+        out.append(
+            {
+                "apiVersion": "wgpolicyk8s.io/v1alpha2",
+                "kind": "PolicyReport",
+                "metadata": metadata,
+                "summary": summary[ns],
+                "results": results[:MAX_RESULTS],
+            }
+        )
+    return out
 
 
 NO_CRD = (
