@@ -15,7 +15,7 @@ import copy
 import functools
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 
@@ -129,7 +129,8 @@ def pod_schema() -> Any:
     return jsonschema.validators.Draft202012Validator(schema, registry=registry)
 
 
-def fuzzed(bases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def fuzzed(bases: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """(seed, pod) for every schema-valid pod the seeds make from `bases`."""
     out = []
     validator = pod_schema()
     for seed in range(3):
@@ -148,7 +149,7 @@ def fuzzed(bases: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     engine.find_violations(obj, "", "Pod", SHIPPED)
                 except ShapeError:
                     continue  # denied as malformed (code 400) wherever it is sent, and the API server rejects it
-                out.append(obj)
+                out.append((seed, obj))
     return out
 
 
@@ -167,9 +168,15 @@ def population() -> dict[str, dict[str, Any]]:
     for name, p in HAND.items():
         found[f"hand {name}"] = p
     bases = [p for p in found.values()]
-    for i, p in enumerate(fuzzed(bases)):
-        found[f"fuzzed #{i}"] = p
+    for i, (seed, p) in enumerate(fuzzed(bases)):
+        found[f"fuzzed seed {seed} #{i}"] = p
     return found
+
+
+# The configurations judged on every fuzzed pod; the others on the first seed's (a third: the
+# CEL evaluation of the whole population is the test loop's slowest part, and their conditions
+# differ from these in the values, not in the shape the fuzz exercises).
+EVERY_SEED: Final = frozenset({"shipped, old cluster, default model", "everything denies"})
 
 
 @pytest.mark.parametrize("config_name", list(CONFIGS))
@@ -179,6 +186,8 @@ def test_everything_the_policy_acts_on_is_sent(config_name: str, tmp_path_factor
     conditions = compile_conditions(config, tmp_path_factory.mktemp("cel"))
     acted = {"validate": 0, "mutate": 0, "ignored": 0}
     for name, obj in population().items():
+        if name.startswith("fuzzed seed ") and not name.startswith("fuzzed seed 0 ") and config_name not in EVERY_SEED:
+            continue
         view = engine.pod_view(obj, policy)
         try:
             violates = bool(engine.pod_violations(view, policy))
