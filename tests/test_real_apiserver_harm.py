@@ -91,6 +91,14 @@ def test_an_outage_refuses_no_non_gpu_workload(
             real_api.call("DELETE", path)
 
 
+def privileged_gpu_pod(prefix: str, **labels: str) -> dict[str, Any]:
+    """What no-privileged-gpu and its twin refuse, named by the API server (`prefix`), in `ml`."""
+    meta: dict[str, Any] = {"generateName": prefix, "namespace": "ml", **({"labels": labels} if labels else {})}
+    container = {"name": "t", "image": "x", "securityContext": {"privileged": True},
+                 "resources": {"limits": {"nvidia.com/gpu": 1}}}  # fmt: skip
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": [container]}}
+
+
 def test_audit_rollout_refuses_nothing_during_an_outage_and_enforce_does(
     real_api: RealApi, tmp_path: Path, cert_dir: Path
 ) -> None:
@@ -98,21 +106,6 @@ def test_audit_rollout_refuses_nothing_during_an_outage_and_enforce_does(
     audit, its webhooks pointed where no replica answers. A privileged GPU pod (what no-privileged-gpu
     and its twin deny) is created, with the twin's warning "would violate GPU policy" (its binding's
     validationActions [Warn, Audit]). The same chart with rollout enforce refuses it."""
-    privileged = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"generateName": "rollout-", "namespace": "ml"},
-        "spec": {
-            "containers": [
-                {
-                    "name": "t",
-                    "image": "x",
-                    "securityContext": {"privileged": True},
-                    "resources": {"limits": {"nvidia.com/gpu": 1}},
-                }
-            ]
-        },
-    }
     nobody = free_port()
     for rollout in ("audit", "enforce"):
         docs = render({"enforcement": "both", "policy": {"rollout": rollout}}, kube_version="1.36.0", tmp=tmp_path)
@@ -123,7 +116,7 @@ def test_audit_rollout_refuses_nothing_during_an_outage_and_enforce_does(
         try:
             deadline = time.monotonic() + 30
             while True:  # policies and bindings take effect within a second or two
-                code, body, warnings = real_api.create_pod(privileged)
+                code, body, warnings = real_api.create_pod(privileged_gpu_pod("rollout-"))
                 said = [w for w in warnings if "would violate GPU policy: no-privileged-gpu" in w]
                 if rollout == "audit" and code == 201 and said:
                     break
@@ -154,23 +147,15 @@ def test_an_exception_in_force_is_honoured_by_the_policies_and_one_expired_is_no
     assert isinstance(docs, list)
     created = real_api.create_all(docs, ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"))
 
-    def privileged(app: str | None) -> dict[str, Any]:
-        meta: dict[str, Any] = {"generateName": "exc-", "namespace": "ml"}
-        if app:
-            meta["labels"] = {"app": app}
-        container = {"name": "t", "image": "x", "securityContext": {"privileged": True},
-                     "resources": {"limits": {"nvidia.com/gpu": 1}}}  # fmt: skip
-        return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": [container]}}
-
     try:
         deadline = time.monotonic() + 30
         while True:  # the policies take effect within a second or two
-            code, body, _ = real_api.create_pod(privileged(None))
+            code, body, _ = real_api.create_pod(privileged_gpu_pod("exc-"))
             if code == 403:
                 break
             assert time.monotonic() < deadline, (code, body.get("message"))
             time.sleep(0.5)
-        said = {app: real_api.create_pod(privileged(app))[:2] for app in ("trainer", "old")}
+        said = {app: real_api.create_pod(privileged_gpu_pod("exc-", app=app))[:2] for app in ("trainer", "old")}
         assert said["trainer"][0] == 201, said["trainer"][1].get("message")
         assert said["old"][0] == 403 and "no-privileged-gpu" in said["old"][1]["message"]
         SAID["exceptions"] = f"in force 201, expired {said['old'][0]}, unlabelled {code}"

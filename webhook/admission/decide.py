@@ -82,16 +82,9 @@ class Outcome:
         audit holds back from denying (filed under warn and audit alike: engine.file_under) is
         counted once, as HELD: what enforcing would refuse."""
         by_mode = self.verdict.by_mode
-        audited = by_mode.get(Mode.AUDIT)
-        if not audited or Mode.WARN not in by_mode:
+        if Mode.AUDIT not in by_mode or Mode.WARN not in by_mode:  # nothing held: the common case
             return [(v.rule, mode) for mode, found in by_mode.items() for v in found]
-        held = {id(v) for v in audited} & {id(v) for v in by_mode[Mode.WARN]}
-        return [
-            (v.rule, HELD if id(v) in held else mode)
-            for mode, found in by_mode.items()
-            for v in found
-            if not (mode is Mode.AUDIT and id(v) in held)
-        ]
+        return [(v.rule, HELD if held else mode) for mode, v, held in self.verdict.once()]
 
 
 # The metrics' mode for a deny that rollout audit holds back (warned and audited instead).

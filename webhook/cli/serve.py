@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 
-from ..config import ConfigError
+from ..config import read_file
 from ..offline.reports import EXIT_INPUT, EXIT_OK
 
 log = logging.getLogger("gpu-policy")
@@ -19,13 +19,7 @@ def command(args: argparse.Namespace) -> int:
         print("gpu-policy: --workers must be at least 1", file=sys.stderr)
         return EXIT_INPUT
     # The file is read once: its bytes are both the settings and the digest a reload compares.
-    data = None
-    if args.config:
-        try:
-            with open(args.config, "rb") as f:
-                data = f.read()
-        except OSError as exc:
-            raise ConfigError([f"cannot read file: {exc.strerror or exc}"], args.config) from exc
+    data = read_file(args.config) if args.config else None
     from ..serve.reload import activate
 
     active = activate(data, args.config or "config", version=args.cluster_version)

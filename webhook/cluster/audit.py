@@ -145,21 +145,12 @@ class Finding:
     outcome: Outcome
 
     def violations(self) -> list[tuple[Mode, Violation]]:
-        """(mode, violation) each once: a deny rollout audit holds back is filed under warn and
-        audit alike (engine.file_under) and is listed here as warn (held() names it)."""
-        held = self.held()
-        return [
-            (mode, v)
-            for mode, found in self.outcome.verdict.by_mode.items()
-            for v in found
-            if not (mode is Mode.AUDIT and id(v) in held)
-        ]
+        """(mode, violation) each once: a deny rollout audit holds back is listed as warn
+        (Verdict.once; held() names it)."""
+        return [(mode, v) for mode, v, _held in self.outcome.verdict.once()]
 
     def held(self) -> set[int]:
-        """ids of the violations rollout audit holds back from denying: what enforcing refuses."""
-        by_mode = self.outcome.verdict.by_mode
-        audited, warned = by_mode.get(Mode.AUDIT), by_mode.get(Mode.WARN)
-        return {id(v) for v in audited} & {id(v) for v in warned} if audited and warned else set()
+        return self.outcome.verdict.held()
 
 
 @dataclass(slots=True)

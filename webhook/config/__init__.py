@@ -21,6 +21,7 @@ from .settings import (
     load,
     load_chart_values,
     parse_version,
+    read_file,
     with_version,
 )
 
@@ -39,5 +40,6 @@ __all__ = [
     "load",
     "load_chart_values",
     "parse_version",
+    "read_file",
     "with_version",
 ]

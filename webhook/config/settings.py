@@ -195,12 +195,15 @@ def load(path: str | os.PathLike[str] | None, environ: Mapping[str, str] | None 
     environ = os.environ if environ is None else environ
     if path is None:
         return from_mapping({}, environ=environ)
-    source = str(path)
+    return from_bytes(read_file(path), str(path), environ)
+
+
+def read_file(path: str | os.PathLike[str]) -> bytes:
+    """A config file's bytes; a file that cannot be read is a ConfigError naming it."""
     try:
-        data = Path(path).read_bytes()
+        return Path(path).read_bytes()
     except OSError as exc:
-        raise ConfigError([f"cannot read file: {exc.strerror or exc}"], source) from exc
-    return from_bytes(data, source, environ)
+        raise ConfigError([f"cannot read file: {exc.strerror or exc}"], str(path)) from exc
 
 
 def from_bytes(data: bytes, source: str = "config", environ: Mapping[str, str] | None = None) -> Settings:

@@ -193,24 +193,20 @@ def find_violations(obj: Any, group: str, kind: str, policy: Policy, namespace: 
         if not isinstance(obj, dict):
             raise ShapeError("object", "must be an object")
         return [v for r in object_rules if policy.mode(r.id) is not Mode.OFF for v in r.check(obj, policy)]
+    day = today() if policy.exceptions else ""
     if kind == "Pod" and not group:
         pod = build_pod_view(obj, policy, namespace)
-        if exempt(pod, policy):
-            return []
-        found = pod_violations(pod, policy)
-        return excepted(found, pod, policy, today()) if policy.exceptions and found else found
+        return [] if exempt(pod, policy) else _found(pod, policy, day)
     pods = pod_views(obj, group, kind, policy, namespace)
     if pods is None:
         return None
-    if policy.exceptions:
-        day = today()
-        return [
-            v
-            for pod in pods
-            if not exempt(pod, policy)
-            for v in excepted(pod_violations(pod, policy), pod, policy, day)
-        ]
-    return [v for pod in pods if not exempt(pod, policy) for v in pod_violations(pod, policy)]
+    return [v for pod in pods if not exempt(pod, policy) for v in _found(pod, policy, day)]
+
+
+def _found(pod: PodView, policy: Policy, day: str) -> list[Violation]:
+    """A view's violations, less what an exception in force excuses (`day` "": none configured)."""
+    found = pod_violations(pod, policy)
+    return excepted(found, pod, policy, day) if day and found else found
 
 
 def today() -> str:
@@ -279,6 +275,22 @@ class Verdict:
 
     def of(self, mode: Mode) -> list[Violation]:
         return self.by_mode.get(mode, [])
+
+    def held(self) -> set[int]:
+        """ids of the violations rollout audit holds back from denying (file_under files each under
+        warn and audit alike): what enforcing would refuse. Empty unless both lists exist."""
+        audited, warned = self.by_mode.get(Mode.AUDIT), self.by_mode.get(Mode.WARN)
+        return {id(v) for v in audited} & {id(v) for v in warned} if audited and warned else set()
+
+    def once(self) -> list[tuple[Mode, Violation, bool]]:
+        """(mode, violation, held) with each violation once: a held one under warn only."""
+        held = self.held()
+        return [
+            (mode, v, id(v) in held)
+            for mode, found in self.by_mode.items()
+            for v in found
+            if not (held and mode is Mode.AUDIT and id(v) in held)
+        ]
 
     @property
     def allowed(self) -> bool:

@@ -117,15 +117,14 @@ class Metrics(Collector):
         hist[-1] += seconds
         if not violations:
             return
-        for key in violations:
-            self.violations[key] += 1
         if namespace not in self.namespaces:
             if len(self.namespaces) < NAMESPACES:
                 self.namespaces.add(namespace)
             else:
                 namespace = OTHER
-        for rule, mode in violations:
-            self.by_namespace[(namespace, rule, mode)] += 1
+        for key in violations:
+            self.violations[key] += 1
+            self.by_namespace[(namespace, *key)] += 1
 
     def count_reload(self) -> None:
         self.cert_reloads += 1
